@@ -1,0 +1,5 @@
+"""``python -m mirror_maker`` runs the command line tool."""
+
+from .cli import main
+
+main()

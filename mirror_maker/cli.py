@@ -1,0 +1,159 @@
+"""``kafka-mirror-maker``: the command line, compatible with Kafka 3.9's ``kafka-mirror-maker.sh``.
+
+Parses and validates everything before connecting, builds one :class:`MirrorMakerConfig`, runs
+the mirror, and is the one place that maps errors to exit codes: usage and configuration
+errors exit 1 (one line on stderr), fatal runtime failures 255, a clean stop on SIGTERM 143 and
+on SIGINT 130, ``--version`` 0.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+import textwrap
+from typing import List, Optional
+
+import click
+
+from . import __version__, exit_codes, options
+from .errors import ConfigError, MirrorMakerError
+from .log import configure_logging, resolve_level
+
+log = logging.getLogger("mirror_maker.MirrorMaker")
+
+HEADLINE = "This tool helps to continuously copy data between two Kafka clusters."
+
+
+class UsageProblem(Exception):
+    """A usage error that Kafka answers with the message and the usage table (exit 1)."""
+
+
+def _table(rows, width: int = 80, left: int = 40) -> List[str]:
+    lines = []
+    for name, description in rows:
+        left_lines = textwrap.wrap(name, left - 2, subsequent_indent="  ") or [""]
+        right_lines = textwrap.wrap(description, width - left) or [""]
+        for i in range(max(len(left_lines), len(right_lines))):
+            l_text = left_lines[i] if i < len(left_lines) else ""
+            r_text = right_lines[i] if i < len(right_lines) else ""
+            lines.append(f"{l_text:<{left}}{r_text}".rstrip())
+    return lines
+
+
+def _rows(specs):
+    rows = []
+    for decls, _name, description, default, kwargs in sorted(specs, key=lambda s: s[0][0]):
+        if kwargs.get("is_flag"):
+            text, meta = description, ""
+        else:
+            meta_type, _, text = description.partition(": ")
+            meta = f" <{meta_type}>"
+        if default is not None:
+            text = f"{text} (default: {default})"
+        rows.append((", ".join(decls) + meta, text))
+    return rows
+
+
+def usage_text() -> str:
+    """Kafka's jopt-simple table (sorted, with defaults), then our Extensions section."""
+    lines = [HEADLINE, *_table([("Option", "Description"), ("------", "-----------")])]
+    lines += _table(_rows(options.KAFKA_OPTIONS))
+    lines += ["", "Extensions (kafka-mirror-maker for Python only):"]
+    lines += _table(_rows(options.EXTENSION_OPTIONS))
+    return "\n".join(lines)
+
+
+def _check_repeats(argv: List[str]) -> None:
+    seen = {}
+    for arg in argv:
+        name = arg.split("=", 1)[0]
+        for decls in options.value_options():
+            if name in decls:
+                if decls in seen:
+                    raise UsageProblem(f"Option {decls[0]} was given more than once")
+                seen[decls] = True
+
+
+@options.apply
+@click.command(add_help_option=False, context_settings={"ignore_unknown_options": False})
+def command(**params) -> int:
+    if params.pop("show_help"):
+        raise UsageProblem(None)
+    if params.pop("show_version"):
+        click.echo(__version__)
+        return exit_codes.OK
+    for required in ("consumer_config", "producer_config"):
+        if not params.get(required):
+            raise UsageProblem(f'Missing required argument "[{required.replace("_", ".")}]"')
+    configure_logging(resolve_level(params.pop("log_level")))
+    log.info("Starting mirror maker")
+    if params.pop("new_consumer"):
+        log.info("--new.consumer is deprecated and ignored: the new consumer is the default")
+    include, whitelist = params.pop("include"), params.pop("whitelist")
+    if whitelist is not None:
+        if include is not None:
+            log.warning("--whitelist is deprecated and ignored because --include is given")
+        else:
+            log.warning("--whitelist is deprecated; use --include")
+    include = include if include is not None else whitelist
+    if include is None:
+        raise ConfigError("include list must be specified")
+    shutdown_timeout_ms = params.pop("shutdown_timeout_ms")
+    if shutdown_timeout_ms < 0:
+        raise ConfigError(f"--shutdown.timeout.ms: {shutdown_timeout_ms} is negative")
+
+    from dataclasses import replace
+
+    from .config import build_config
+    from .runner import load_plugins, run
+
+    config = build_config(include=include, **params)
+    config = replace(config, shutdown_timeout_s=shutdown_timeout_ms / 1000.0)
+    handler, listener = load_plugins(config)
+    return run(config, handler, listener)
+
+
+def main(argv: Optional[List[str]] = None) -> None:
+    """Console entry point; exits with Kafka's status codes and never shows a traceback."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    sys.exit(invoke(argv))
+
+
+def invoke(argv: List[str]) -> int:
+    try:
+        if not argv:
+            raise UsageProblem(None)
+        _check_repeats(argv)
+        return command.main(argv, prog_name="kafka-mirror-maker", standalone_mode=False) or 0
+    except UsageProblem as problem:
+        if problem.args[0]:
+            click.echo(problem.args[0], err=True)
+        click.echo(usage_text(), err=True)
+        return exit_codes.USAGE
+    except click.UsageError as exc:
+        click.echo(f"{exc.format_message()}", err=True)
+        click.echo("Run with --help for the options.", err=True)
+        return exit_codes.USAGE
+    except click.exceptions.Exit as exc:  # pragma: no cover - not raised without help options
+        return exc.exit_code
+    except click.Abort:
+        return exit_codes.SIGINT
+    except ConfigError as exc:
+        _error_line(exc)
+        return exit_codes.USAGE
+    except MirrorMakerError as exc:
+        _error_line(exc)
+        return exit_codes.FATAL
+    except KeyboardInterrupt:
+        return exit_codes.SIGINT
+    except Exception as exc:  # the last resort: one line, the traceback only at DEBUG
+        log.debug("unexpected error", exc_info=True)
+        _error_line(f"unexpected error: {type(exc).__name__}: {exc}")
+        return exit_codes.FATAL
+
+
+def _error_line(message) -> None:
+    if logging.getLogger().handlers:
+        log.error("%s", message)
+    else:
+        click.echo(f"ERROR {message}", err=True)

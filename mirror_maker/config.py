@@ -1,0 +1,248 @@
+"""The mirror's one frozen configuration, built from the command line and the two properties files.
+
+Builders here are pure apart from logging: they translate the Java settings (``translate``),
+force what MirrorMaker forces, default what it defaults for no data loss, and log every user
+override that weakens a guarantee once, as a WARN naming the risk.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import Dict, Optional, Pattern
+
+import confluent_kafka
+
+from .errors import ConfigError
+from .properties import load_properties
+from .topics import compile_include
+from .translate import Translation, shown, translate
+
+log = logging.getLogger(__name__)
+
+#: librdkafka's largest message.timeout.ms, the counterpart of Java's Integer.MAX_VALUE.
+MAX_DELIVERY_TIMEOUT_MS = 2147483647
+DEFAULT_BATCH_SIZE = 500  # Java's max.poll.records default
+
+CONSUMER_DEFAULTS = {"enable.auto.commit": "false"}
+PRODUCER_DEFAULTS = {
+    "acks": "all",
+    "enable.idempotence": "true",
+    "max.in.flight.requests.per.connection": "1",
+    "message.timeout.ms": str(MAX_DELIVERY_TIMEOUT_MS),
+    # Java's default partitioner for keyed records (murmur2), random for null keys.
+    "partitioner": "murmur2_random",
+}
+
+
+@dataclass(frozen=True)
+class MirrorMakerConfig:
+    """Everything a run needs, validated; runtime objects read nothing else."""
+
+    consumer: Dict[str, str]
+    producer: Dict[str, str]
+    include: Pattern[str]
+    num_streams: int = 1
+    offset_commit_interval_ms: int = 60000
+    abort_on_send_failure: bool = True
+    message_handler: Optional[str] = None
+    message_handler_args: Optional[str] = None
+    rebalance_listener: Optional[str] = None
+    rebalance_listener_args: Optional[str] = None
+    batch_size: int = DEFAULT_BATCH_SIZE
+    exclude_internal_topics: bool = True
+    topic_refresh_ms: int = 300000
+    sync_send: bool = False
+    max_block_ms: Optional[int] = None
+    shutdown_timeout_s: float = 30.0
+    extras: Dict[str, str] = field(default_factory=dict)
+
+    @property
+    def group_id(self) -> str:
+        return self.consumer["group.id"]
+
+    def consumer_conf(self, index: int) -> Dict[str, str]:
+        """The librdkafka settings of thread ``index``'s consumer (client.id forced as Kafka does)."""
+        conf = dict(self.consumer)
+        conf["client.id"] = f"{self.group_id}-{index}"
+        if "group.instance.id" in conf:
+            conf["group.instance.id"] = f"{conf['group.instance.id']}-{index}"
+        return conf
+
+
+def _int(value: str, key: str, minimum: int = 0) -> int:
+    try:
+        number = int(str(value).strip())
+    except ValueError:
+        raise ConfigError(f"{key}: '{value}' is not a whole number") from None
+    if number < minimum:
+        raise ConfigError(f"{key}: {number} is below the minimum of {minimum}")
+    return number
+
+
+def _log_notes(translation: Translation, source: str) -> None:
+    for level, message in translation.notes:
+        log.log(level, "%s: %s", source, message)
+
+
+def _apply_defaults(conf: Dict[str, str], defaults: Dict[str, str]) -> Dict[str, str]:
+    merged = dict(defaults)
+    merged.update(conf)
+    return merged
+
+
+def _warn_weakened_consumer(conf: Dict[str, str]) -> None:
+    if conf.get("enable.auto.commit", "false").lower() != "false":
+        log.warning("consumer enable.auto.commit=%s overrides false: offsets may be committed "
+                    "before the target has the records - data loss is possible",
+                    conf["enable.auto.commit"])
+
+
+def _warn_weakened_producer(conf: Dict[str, str], user: Dict[str, str]) -> None:
+    acks = conf.get("acks", "all").lower()
+    if acks not in ("all", "-1"):
+        log.warning("producer acks=%s overrides all: a record acknowledged by the leader alone "
+                    "can be lost if it fails - data loss is possible", acks)
+        if "enable.idempotence" not in user:
+            conf["enable.idempotence"] = "false"  # as Java: implicit idempotence needs acks=all
+    if conf.get("enable.idempotence", "true").lower() == "false":
+        log.warning("producer enable.idempotence=false: retries may write duplicates "
+                    "and reorder records")
+    in_flight = conf.get("max.in.flight.requests.per.connection", "1")
+    if in_flight != "1":
+        log.warning("producer max.in.flight.requests.per.connection=%s overrides 1: "
+                    "message reordering is possible", in_flight)
+    timeout = _int(conf.get("message.timeout.ms", MAX_DELIVERY_TIMEOUT_MS), "delivery.timeout.ms")
+    if timeout != MAX_DELIVERY_TIMEOUT_MS:
+        log.warning("producer delivery.timeout.ms=%d: a record not delivered in time is a send "
+                    "failure (abort, or dropped with --abort.on.send.failure false)", timeout)
+    if conf.get("partitioner", "murmur2_random") != "murmur2_random":
+        log.warning("producer partitioner=%s: keyed records may land in other partitions than "
+                    "a Java producer would choose", conf["partitioner"])
+
+
+def _resolve_ssl(translation: Translation, source: str) -> None:
+    """Map Java key/trust stores to librdkafka's file settings (PEM and PKCS12 keystores)."""
+    engine, conf = translation.engine, translation.conf
+    trust = engine.pop("ssl.truststore.location", None)
+    trust_type = engine.pop("ssl.truststore.type", "JKS").upper()
+    engine.pop("ssl.truststore.password", None)
+    if trust:
+        if trust_type != "PEM":
+            raise ConfigError(f"{source}: ssl.truststore.type={trust_type} is not supported yet; "
+                              "use a PEM truststore (ssl.truststore.type=PEM)")
+        conf["ssl.ca.location"] = trust
+    key = engine.pop("ssl.keystore.location", None)
+    key_type = engine.pop("ssl.keystore.type", "JKS").upper()
+    key_password = engine.pop("ssl.keystore.password", None)
+    if key:
+        if key_type == "PKCS12":
+            conf["ssl.keystore.location"] = key
+            if key_password is not None:
+                conf["ssl.keystore.password"] = key_password
+        elif key_type == "PEM":
+            conf["ssl.certificate.location"] = key
+            conf["ssl.key.location"] = key
+        else:
+            raise ConfigError(f"{source}: ssl.keystore.type={key_type} is not supported yet; "
+                              "use PKCS12 or PEM")
+
+
+def check_librdkafka(conf: Dict[str, str], source: str) -> Dict[str, str]:
+    """Ask librdkafka itself about every setting, without connecting anywhere.
+
+    Unknown names are dropped with a WARN (an unknown key never crashes the tool); an invalid
+    value is a one-line :class:`ConfigError`.
+    """
+    quiet = logging.getLogger("mirror_maker.librdkafka.check")
+    quiet.propagate = False
+    quiet.addHandler(logging.NullHandler())
+    checked = {}
+    for key, value in conf.items():
+        try:
+            confluent_kafka.Producer({key: value, "logger": quiet})
+        except confluent_kafka.KafkaException as exc:
+            message = exc.args[0].str()
+            if message.startswith("No such configuration property"):
+                log.warning("%s: %s is not a known client setting and is ignored", source, key)
+                continue
+            raise ConfigError(f"{source}: {shown(key, value)}: {message}") from None
+        checked[key] = value
+    return checked
+
+
+def build_consumer_conf(props: Dict[str, str], source: str):
+    translation = translate(props, "consumer")
+    _log_notes(translation, source)
+    _resolve_ssl(translation, source)
+    conf = _apply_defaults(translation.conf, CONSUMER_DEFAULTS)
+    if not conf.get("group.id"):
+        raise ConfigError(f"{source}: group.id is missing (the mirror threads share one consumer group)")
+    if not conf.get("bootstrap.servers"):
+        raise ConfigError(f"{source}: bootstrap.servers is missing")
+    if "client.id" in props:
+        log.info("%s: client.id is replaced by <group.id>-<thread> for each mirror thread", source)
+        conf.pop("client.id")
+    _warn_weakened_consumer(conf)
+    return check_librdkafka(conf, source), translation.engine
+
+
+def build_producer_conf(props: Dict[str, str], source: str):
+    translation = translate(props, "producer")
+    _log_notes(translation, source)
+    _resolve_ssl(translation, source)
+    conf = _apply_defaults(translation.conf, PRODUCER_DEFAULTS)
+    if not conf.get("bootstrap.servers"):
+        raise ConfigError(f"{source}: bootstrap.servers is missing")
+    _warn_weakened_producer(conf, translation.conf)
+    return check_librdkafka(conf, source), translation.engine
+
+
+def build_config(
+    consumer_config: str,
+    producer_config: str,
+    include: str,
+    num_streams: int = 1,
+    offset_commit_interval_ms: int = 60000,
+    abort_on_send_failure: bool = True,
+    message_handler: Optional[str] = None,
+    message_handler_args: Optional[str] = None,
+    rebalance_listener: Optional[str] = None,
+    rebalance_listener_args: Optional[str] = None,
+    **extras,
+) -> MirrorMakerConfig:
+    """Read, translate and validate everything; nothing here connects to a cluster."""
+    if num_streams < 1:
+        raise ConfigError(f"--num.streams: {num_streams} is not a positive number of threads")
+    if offset_commit_interval_ms < 0:
+        raise ConfigError(f"--offset.commit.interval.ms: {offset_commit_interval_ms} is negative")
+    consumer_source = f"--consumer.config {consumer_config}"
+    producer_source = f"--producer.config {producer_config}"
+    consumer_props = load_properties(consumer_config, "--consumer.config")
+    producer_props = load_properties(producer_config, "--producer.config")
+    pattern = compile_include(include)
+    consumer, consumer_engine = build_consumer_conf(consumer_props, consumer_source)
+    producer, producer_engine = build_producer_conf(producer_props, producer_source)
+
+    producer_type = producer_engine.get("producer.type", "async").strip().lower()
+    if producer_type not in ("sync", "async"):
+        raise ConfigError(f"{producer_source}: producer.type must be sync or async, not '{producer_type}'")
+    max_block = producer_engine.get("max.block.ms")
+    return MirrorMakerConfig(
+        consumer=consumer,
+        producer=producer,
+        include=pattern,
+        num_streams=num_streams,
+        offset_commit_interval_ms=offset_commit_interval_ms,
+        abort_on_send_failure=abort_on_send_failure,
+        message_handler=message_handler,
+        message_handler_args=message_handler_args,
+        rebalance_listener=rebalance_listener,
+        rebalance_listener_args=rebalance_listener_args,
+        batch_size=_int(consumer_engine.get("max.poll.records", DEFAULT_BATCH_SIZE), "max.poll.records", 1),
+        exclude_internal_topics=consumer_engine.get("exclude.internal.topics", "true").strip().lower() != "false",
+        topic_refresh_ms=_int(consumer.get("metadata.max.age.ms", 300000), "metadata.max.age.ms", 1),
+        sync_send=producer_type == "sync",
+        max_block_ms=_int(max_block, "max.block.ms") if max_block is not None else None,
+        extras={key: str(value) for key, value in extras.items() if value is not None},
+    )

@@ -1,0 +1,92 @@
+"""Message handlers: turn one source record into zero or more target records.
+
+A handler is any object with ``handle(record) -> iterable of ProducerRecord`` (or a plain
+function of that shape). Returning nothing filters the record out; its offset still advances.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable, List
+
+from .records import ConsumerRecord, ProducerRecord
+
+
+class MessageHandler:
+    """Base class for handlers; subclassing it is optional, having ``handle`` is what counts.
+
+    Example, a handler that renames topics (built with ``--message.handler.args 'mirror.'``)::
+
+        class PrefixHandler(MessageHandler):
+            def __init__(self, prefix):
+                self.prefix = prefix
+
+            def handle(self, record):
+                return [ProducerRecord(self.prefix + record.topic, record.value, record.key,
+                                       timestamp=record.timestamp, headers=record.headers)]
+
+            def target_topics(self, source_topic):
+                return [self.prefix + source_topic]
+    """
+
+    def handle(self, record: ConsumerRecord) -> Iterable[ProducerRecord]:
+        raise NotImplementedError
+
+    def target_topics(self, source_topic: str) -> Iterable[str]:
+        """The target topics this handler writes records of ``source_topic`` to.
+
+        The mirror makes sure they exist on the target (with the source's partition count)
+        when the source topic is assigned. Override it when the handler renames topics; return
+        an empty list to opt out of topic creation.
+        """
+        return [source_topic]
+
+
+class DefaultMessageHandler(MessageHandler):
+    """MirrorMaker v1's handler: same topic, key, value, headers and timestamp; no partition.
+
+    The producer's partitioner (murmur2, as Java's) then picks the partition from the key.
+    The worker recognises this exact class and takes a fast path that builds no record objects.
+    """
+
+    def handle(self, record: ConsumerRecord) -> List[ProducerRecord]:
+        return [
+            ProducerRecord(
+                record.topic,
+                record.value,
+                record.key,
+                None,
+                record.timestamp,
+                record.headers,
+            )
+        ]
+
+
+class PartitionPreservingHandler(MessageHandler):
+    """MirrorMaker 2's mapping: like the default, but the record keeps its source partition.
+
+    The target topic needs at least as many partitions as the source; topics the mirror
+    creates get the source's partition count.
+    """
+
+    def handle(self, record: ConsumerRecord) -> List[ProducerRecord]:
+        return [
+            ProducerRecord(
+                record.topic,
+                record.value,
+                record.key,
+                record.partition,
+                record.timestamp,
+                record.headers,
+            )
+        ]
+
+
+class FunctionHandler(MessageHandler):
+    """Adapts a plain ``handle(record)`` function to the handler interface."""
+
+    def __init__(self, function):
+        self._function = function
+        self.handle = function  # type: ignore[method-assign]
+
+    def __repr__(self) -> str:
+        return f"FunctionHandler({self._function!r})"

@@ -1,0 +1,81 @@
+"""The command line options: Kafka 3.9 MirrorMaker's 14, its aliases, and our extensions.
+
+Kafka's dotted names are kept verbatim; each gets an explicit Python name because click cannot
+derive one from a dotted flag. ``KAFKA_OPTIONS`` and ``EXTENSION_OPTIONS`` drive the help text
+(jopt-simple's layout for Kafka's, a separate "Extensions" section for ours).
+"""
+
+from __future__ import annotations
+
+import click
+
+
+def _boolean(ctx, param, value):
+    if value is None:
+        return None
+    text = value.strip().lower()
+    if text not in ("true", "false"):
+        raise click.BadParameter(f"'{value}' is not true or false", param_hint="--abort.on.send.failure")
+    return text == "true"
+
+
+# (declarations, python name, metavar "Type: description", default shown, click kwargs)
+KAFKA_OPTIONS = [
+    (("--abort.on.send.failure", "--abort.on.send.fail"), "abort_on_send_failure",
+     "String: Stop the entire mirror maker when a send failure occurs", "true",
+     dict(default="true", callback=_boolean)),
+    (("--consumer.config",), "consumer_config",
+     "String: Embedded consumer config for consuming from the source cluster.", None, {}),
+    (("--consumer.rebalance.listener",), "rebalance_listener",
+     "String: A custom rebalance listener of type ConsumerRebalanceListener", None, {}),
+    (("--help",), "show_help", "Print usage information.", None, dict(is_flag=True)),
+    (("--include",), "include",
+     "String: Java regex (String): List of included topics to mirror.", None, {}),
+    (("--message.handler",), "message_handler",
+     "String: Message handler which will process every record in-between consumer and producer.",
+     None, {}),
+    (("--message.handler.args",), "message_handler_args",
+     "String: Arguments used by custom message handler for mirror maker.", None, {}),
+    (("--new.consumer",), "new_consumer",
+     "DEPRECATED Use new consumer in mirror maker (this is the default so this option will be "
+     "removed in a future version).", None, dict(is_flag=True)),
+    (("--num.streams",), "num_streams", "Integer: Number of threads: Number of consumption streams.",
+     "1", dict(type=int, default=1)),
+    (("--offset.commit.interval.ms",), "offset_commit_interval_ms",
+     "Integer: offset commit interval in millisecond: Offset commit interval in ms.", "60000",
+     dict(type=int, default=60000)),
+    (("--producer.config",), "producer_config", "String: Embedded producer config.", None, {}),
+    (("--rebalance.listener.args", "--consumer.rebalance.listener.args"), "rebalance_listener_args",
+     "String: Arguments used by custom rebalance listener for mirror maker consumer.", None, {}),
+    (("--version",), "show_version", "Display Kafka version.", None, dict(is_flag=True)),
+    (("--whitelist",), "whitelist",
+     "String: Java regex (String): DEPRECATED, use --include instead; ignored if --include "
+     "specified. List of included topics to mirror.", None, {}),
+]
+
+EXTENSION_OPTIONS = [
+    (("--log.level",), "log_level",
+     "String: DEBUG, INFO, WARN or ERROR (or the MIRROR_MAKER_LOG_LEVEL environment variable).",
+     "INFO", {}),
+    (("--shutdown.timeout.ms",), "shutdown_timeout_ms",
+     "Integer: How long a clean stop may wait for the target to acknowledge queued records "
+     "before it exits without committing them.", "30000", dict(type=int, default=30000)),
+]
+
+ALL_OPTIONS = KAFKA_OPTIONS + EXTENSION_OPTIONS
+
+
+def apply(command):
+    """Decorate ``command`` with every option, in a stable order."""
+    for decls, name, description, _default, kwargs in reversed(ALL_OPTIONS):
+        command = click.option(*decls, name, help=description, **kwargs)(command)
+    return command
+
+
+def option_names():
+    return [decl for decls, *_ in ALL_OPTIONS for decl in decls]
+
+
+def value_options():
+    """Options that take a value (a repeated one is an error, as in jopt-simple)."""
+    return {decls: decls for decls, _n, _d, _df, kw in ALL_OPTIONS if not kw.get("is_flag")}

@@ -1,0 +1,169 @@
+"""The producer all mirror threads share, with MirrorMaker's send-failure semantics.
+
+A full local queue is back-pressure: serve delivery callbacks and try again, never drop.
+A record the target refuses (reported in the delivery callback) or the producer rejects
+locally (e.g. larger than ``message.max.bytes``) is a send failure: with
+``abort.on.send.failure=true`` it stops the whole mirror before anything more is committed;
+with ``false`` it is counted in ``dropped`` and logged, and mirroring goes on.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import threading
+import time
+from typing import List, Optional, Tuple
+
+import confluent_kafka
+from confluent_kafka import KafkaError, KafkaException
+
+from .errors import SendFailed
+from .log import librdkafka_logger
+from .state import RunState
+
+log = logging.getLogger(__name__)
+
+#: Errors that only say "this record was purged because we are aborting"; never a new failure.
+_PURGED = frozenset({KafkaError._PURGE_QUEUE, KafkaError._PURGE_INFLIGHT})
+FLUSH_STEP_S = 1.0
+WAIT_LOG_EVERY_S = 10.0
+
+
+class MirrorProducer:
+    """A thin wrapper around one confluent ``Producer``; thread-safe as librdkafka's is."""
+
+    def __init__(
+        self,
+        conf: dict,
+        state: RunState,
+        abort_on_send_failure: bool = True,
+        sync: bool = False,
+        max_block_ms: Optional[int] = None,
+    ) -> None:
+        conf = dict(conf)
+        conf.setdefault("client.id", "producer-1")
+        conf["logger"] = librdkafka_logger(conf["client.id"])
+        self._producer = confluent_kafka.Producer(conf)
+        self._state = state
+        self._abort = abort_on_send_failure or sync
+        self._sync = sync
+        self._max_block_s = None if max_block_ms is None else max_block_ms / 1000.0
+        self._lock = threading.Lock()
+        self.dropped = 0
+        self.acked = 0
+
+    def __len__(self) -> int:
+        return len(self._producer)
+
+    # -- sending -----------------------------------------------------------------------
+
+    def send(
+        self,
+        topic: str,
+        value: Optional[bytes],
+        key: Optional[bytes],
+        partition: Optional[int],
+        timestamp: Optional[int],
+        headers: Optional[List[Tuple[str, Optional[bytes]]]],
+        source: Tuple[str, int, int],
+    ) -> None:
+        """Queue one record; waits while the local queue is full, never drops it."""
+        callback = functools.partial(self._on_delivery, source)
+        kwargs = {"on_delivery": callback}
+        if partition is not None:
+            kwargs["partition"] = partition
+        if timestamp is not None:
+            kwargs["timestamp"] = timestamp
+        if headers:
+            kwargs["headers"] = headers
+        started = None
+        while True:
+            try:
+                self._producer.produce(topic, value, key, **kwargs)
+                break
+            except BufferError:
+                started = started or time.monotonic()
+                if self._state.failed:
+                    return
+                if self._max_block_s is not None and time.monotonic() - started > self._max_block_s:
+                    self._send_failed(source, topic, key, value,
+                                      f"the local queue stayed full for max.block.ms")
+                    return
+                self._producer.poll(0.1)
+            except KafkaException as exc:
+                self._send_failed(source, topic, key, value, str(exc.args[0].str()))
+                return
+        if self._sync:
+            self.flush()
+
+    def poll(self) -> None:
+        """Serve delivery callbacks without waiting."""
+        self._producer.poll(0)
+
+    # -- delivery reports --------------------------------------------------------------
+
+    def _on_delivery(self, source, err, msg) -> None:
+        if err is None:
+            self.acked += 1
+            return
+        if err.code() in _PURGED and self._state.failed:
+            return
+        self._send_failed(source, msg.topic(), msg.key(), msg.value(), err.str())
+
+    def _send_failed(self, source, topic, key, value, reason: str) -> None:
+        src_topic, src_partition, src_offset = source
+        with self._lock:
+            self.dropped += 1
+        message = (
+            f"Error when sending message from {src_topic}-{src_partition} offset {src_offset} "
+            f"to topic {topic} with key: {len(key) if key else 0} bytes, "
+            f"value: {len(value) if value else 0} bytes: {reason}"
+        )
+        if self._abort:
+            if self._state.fail(SendFailed(message)):
+                log.info("Closing producer due to send failure.")
+                self.purge()
+        else:
+            log.error("%s (dropped; --abort.on.send.failure is false)", message)
+
+    # -- flushing ----------------------------------------------------------------------
+
+    def flush(self, deadline: Optional[float] = None) -> bool:
+        """Wait until every queued record is acknowledged or failed.
+
+        Returns False when the deadline (a ``time.monotonic()`` value) passed first or a fatal
+        failure was recorded: the caller must then not commit.
+        """
+        last_log = time.monotonic()
+        while len(self._producer) > 0:
+            if deadline is None:
+                deadline = self._state.deadline  # set once a stop was requested
+            if self._state.failed:
+                return False
+            now = time.monotonic()
+            if deadline is not None and now >= deadline:
+                log.warning("%d records not acknowledged by the target before the deadline; "
+                            "their offsets are not committed", len(self._producer))
+                return False
+            step = FLUSH_STEP_S if deadline is None else max(0.0, min(FLUSH_STEP_S, deadline - now))
+            self._producer.flush(step)
+            if time.monotonic() - last_log >= WAIT_LOG_EVERY_S and len(self._producer) > 0:
+                last_log = time.monotonic()
+                log.warning("waiting for the target to acknowledge %d records; "
+                            "offsets are committed only after it does", len(self._producer))
+        return not self._state.failed
+
+    def purge(self) -> None:
+        """Drop everything not yet delivered (abort path: nothing of it will be committed)."""
+        try:
+            self._producer.purge(in_queue=True, in_flight=True, blocking=False)
+        except KafkaException as exc:  # pragma: no cover - purge only fails on misuse
+            log.debug("purge failed: %s", exc)
+
+    def close(self, deadline: Optional[float]) -> None:
+        if self._state.failed:
+            self.purge()
+            self._producer.flush(0)
+        else:
+            self.flush(deadline)

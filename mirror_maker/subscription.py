@@ -1,0 +1,74 @@
+"""Which source topics the mirror threads subscribe to, refreshed as topics come and go.
+
+The include regex has Java semantics (full match, translated constructs), which librdkafka's
+own regex subscription cannot give, so the runner lists the source's topics every
+``metadata.max.age.ms`` and the threads subscribe to the exact names that match. A topic
+created later is picked up at the next refresh, without a restart.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from typing import List, Pattern, Tuple
+
+from confluent_kafka import KafkaException
+
+from .admin import list_topic_partitions
+from .topics import select_topics
+
+log = logging.getLogger(__name__)
+
+UNREACHABLE_LOG_EVERY_S = 10.0
+
+
+class TopicSubscription:
+    """The current list of matching topics, with a version the threads compare against."""
+
+    def __init__(self, admin, pattern: Pattern[str], exclude_internal: bool,
+                 refresh_ms: int, bootstrap: str) -> None:
+        self._admin = admin
+        self._pattern = pattern
+        self._exclude_internal = exclude_internal
+        self._refresh_s = refresh_ms / 1000.0
+        self._bootstrap = bootstrap
+        self._lock = threading.Lock()
+        self._topics: List[str] = []
+        self._version = 0
+        self._next_refresh = 0.0
+        self._failing_since = None
+        self._last_error_log = 0.0
+
+    def current(self) -> Tuple[int, List[str]]:
+        with self._lock:
+            return self._version, list(self._topics)
+
+    def refresh_if_due(self, now: float = None) -> None:
+        now = time.monotonic() if now is None else now
+        if now < self._next_refresh:
+            return
+        try:
+            names = list_topic_partitions(self._admin, timeout_s=5.0)
+        except KafkaException as exc:
+            self._unreachable(now, exc.args[0].str())
+            self._next_refresh = now + 1.0
+            return
+        self._failing_since = None
+        self._next_refresh = now + self._refresh_s
+        topics = select_topics(self._pattern, names, self._exclude_internal)
+        with self._lock:
+            if topics != self._topics:
+                added = sorted(set(topics) - set(self._topics))
+                removed = sorted(set(self._topics) - set(topics))
+                log.info("Subscribed topics changed: +%s -%s", added or "[]", removed or "[]")
+                self._topics = topics
+                self._version += 1
+
+    def _unreachable(self, now: float, reason: str) -> None:
+        if self._failing_since is None:
+            self._failing_since = now
+        if now - self._last_error_log >= UNREACHABLE_LOG_EVERY_S:
+            self._last_error_log = now
+            log.error("Cannot list topics on the source cluster at %s: %s (retrying)",
+                      self._bootstrap, reason)

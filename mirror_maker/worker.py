@@ -1,0 +1,238 @@
+"""One mirror thread: consume a batch, hand it to the handler, produce, commit when due.
+
+Each thread (``mirrormaker-thread-{i}``) has its own consumer in the group and shares the
+producer. It never exits the process: failures go to :class:`RunState` and every thread stops.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from typing import List, Optional
+
+import confluent_kafka
+from confluent_kafka import KafkaError, KafkaException
+
+from .checkpoint import Checkpoint, OffsetCommitter
+from .config import MirrorMakerConfig
+from .errors import ClientFailed, HandlerFailed, ListenerFailed, MirrorFailure
+from .handlers import DefaultMessageHandler, PartitionPreservingHandler
+from .log import librdkafka_logger
+from .producer import MirrorProducer
+from .records import ConsumerRecord, TopicPartition
+from .state import RunState
+
+log = logging.getLogger(__name__)
+
+POLL_TIMEOUT_S = 1.0
+_NO_TIMESTAMP = confluent_kafka.TIMESTAMP_NOT_AVAILABLE
+
+
+class _ThreadLog(logging.LoggerAdapter):
+    def process(self, msg, kwargs):
+        return f"[{self.extra['name']}] {msg}", kwargs
+
+
+class MirrorThread(threading.Thread):
+    def __init__(self, index: int, config: MirrorMakerConfig, producer: MirrorProducer,
+                 handler, listener, state: RunState, subscription, target_topics) -> None:
+        super().__init__(name=f"mirrormaker-thread-{index}", daemon=True)
+        self.index = index
+        self._config = config
+        self._producer = producer
+        self._handler = handler
+        self._listener = listener
+        self._state = state
+        self._subscription = subscription
+        self._target_topics = target_topics
+        self._log = _ThreadLog(log, {"name": self.name})
+        self._consumer: Optional[confluent_kafka.Consumer] = None
+        self._checkpoint: Optional[Checkpoint] = None
+        self._subscribed_version = -1
+        self.assigned: set = set()
+        self.consumed = 0
+        self._fast_keep_partition = {DefaultMessageHandler: False,
+                                     PartitionPreservingHandler: True}.get(type(handler))
+
+    # -- lifecycle ---------------------------------------------------------------------
+
+    def run(self) -> None:
+        self._log.info("Starting mirror maker thread %s", self.name)
+        try:
+            conf = self._config.consumer_conf(self.index)
+            conf["logger"] = librdkafka_logger(conf["client.id"])
+            self._consumer = confluent_kafka.Consumer(conf)
+            self._checkpoint = Checkpoint(self._producer, OffsetCommitter(self._consumer),
+                                          self._state, self._config.offset_commit_interval_ms)
+            self._loop()
+        except MirrorFailure as exc:
+            self._state.fail(exc)
+        except KafkaException as exc:
+            self._state.fail(ClientFailed(f"{self.name}: {exc.args[0].str()}"))
+        except Exception as exc:  # anything unexpected stops the mirror, as in Kafka
+            self._log.debug("thread failure", exc_info=True)
+            self._state.fail(ClientFailed(f"{self.name} failed: {type(exc).__name__}: {exc}"))
+        finally:
+            self._finish()
+
+    def _finish(self) -> None:
+        try:
+            if self._checkpoint is not None:
+                if self._state.failed:
+                    self._log.info("Exiting on send failure, skip committing offsets.")
+                else:
+                    self._log.info("Flushing producer and committing consumer offsets.")
+                    self._checkpoint.commit(deadline=self._state.deadline)
+        except MirrorFailure as exc:
+            self._state.fail(exc)
+        except Exception as exc:
+            self._log.debug("final commit failed", exc_info=True)
+            self._log.warning("final commit failed: %s", exc)
+        finally:
+            self._close_consumer()
+            self._log.info("Mirror maker thread stopped")
+
+    def _close_consumer(self) -> None:
+        if self._consumer is None:
+            return
+        try:
+            self._consumer.close()  # leaves the group: the partitions move at once
+        except Exception as exc:
+            self._log.debug("consumer close: %s", exc, exc_info=True)
+
+    # -- the loop ----------------------------------------------------------------------
+
+    def _loop(self) -> None:
+        consumer, checkpoint, producer = self._consumer, self._checkpoint, self._producer
+        batch_size = self._config.batch_size
+        while not self._state.stopping:
+            if not self._maybe_subscribe():
+                self._state.wait(POLL_TIMEOUT_S)
+                continue
+            messages = consumer.consume(batch_size, POLL_TIMEOUT_S)
+            if messages:
+                self._mirror(messages)
+            producer.poll()
+            if checkpoint.due() and not self._state.stopping:
+                checkpoint.commit()
+
+    def _maybe_subscribe(self) -> bool:
+        version, topics = self._subscription.current()
+        if version != self._subscribed_version:
+            self._subscribed_version = version
+            if topics:
+                self._consumer.subscribe(topics, on_assign=self._on_assign,
+                                         on_revoke=self._on_revoke, on_lost=self._on_lost)
+                self._log.info("Subscribed to %d topics", len(topics))
+            else:
+                self._consumer.unsubscribe()
+        return bool(topics)
+
+    def _mirror(self, messages: List) -> None:
+        pending = self._checkpoint.pending
+        send = self._producer.send
+        keep_partition = self._fast_keep_partition
+        for msg in messages:
+            err = msg.error()
+            if err is not None:
+                self._consume_error(err)
+                continue
+            topic, partition, offset = msg.topic(), msg.partition(), msg.offset()
+            ts_type, timestamp = msg.timestamp()
+            if ts_type == _NO_TIMESTAMP or timestamp < 0:
+                timestamp = None
+            if keep_partition is not None:
+                send(topic, msg.value(), msg.key(), partition if keep_partition else None,
+                     timestamp, msg.headers(), (topic, partition, offset))
+            else:
+                self._handle(msg, topic, partition, offset, timestamp)
+            if self._state.failed:
+                return
+            pending[TopicPartition(topic, partition)] = offset + 1
+        self.consumed += len(messages)
+
+    def _handle(self, msg, topic: str, partition: int, offset: int, timestamp) -> None:
+        record = ConsumerRecord(topic, partition, offset, timestamp, msg.key(), msg.value(),
+                                msg.headers() or [])
+        try:
+            outputs = self._handler.handle(record) or ()
+            for out in outputs:
+                self._producer.send(out.topic, out.value, out.key, out.partition, out.timestamp,
+                                    out.headers, (topic, partition, offset))
+        except MirrorFailure:
+            raise
+        except Exception as exc:
+            self._log.debug("handler failure", exc_info=True)
+            raise HandlerFailed(f"message handler raised on {topic}-{partition} offset {offset}: "
+                                f"{type(exc).__name__}: {exc}") from None
+
+    def _consume_error(self, err: KafkaError) -> None:
+        if err.code() == KafkaError._PARTITION_EOF:
+            return
+        if err.fatal():
+            raise ClientFailed(f"{self.name}: fatal consumer error: {err.str()}")
+        self._log.warning("Consumer error (librdkafka retries it): %s", err.str())
+
+    # -- the internal rebalance listener -------------------------------------------------
+
+    def _on_assign(self, consumer, partitions) -> None:
+        tps = [TopicPartition(p.topic, p.partition) for p in partitions]
+        self.assigned.update(tps)
+        self._log.info("Assigned %s", _describe(tps))
+        if tps:
+            self._ensure_target_topics(tps)
+            self._log_resets(consumer, partitions)
+        self._call_listener("on_partitions_assigned", tps)
+
+    def _on_revoke(self, consumer, partitions) -> None:
+        tps = [TopicPartition(p.topic, p.partition) for p in partitions]
+        self._log.info("Revoked %s", _describe(tps))
+        if self._state.failed:
+            self._log.info("Exiting on send failure, skip committing offsets.")
+        else:
+            self._checkpoint.commit(tps, deadline=self._state.deadline)
+        self._checkpoint.discard(tps)
+        self.assigned.difference_update(tps)
+        self._call_listener("on_partitions_revoked", tps)
+
+    def _on_lost(self, consumer, partitions) -> None:
+        tps = [TopicPartition(p.topic, p.partition) for p in partitions]
+        self._log.warning("Lost %s; their uncommitted offsets are discarded", _describe(tps))
+        self._checkpoint.discard(tps)
+        self.assigned.difference_update(tps)
+        self._call_listener("on_partitions_lost", tps)
+
+    def _ensure_target_topics(self, tps: List[TopicPartition]) -> None:
+        target_topics = getattr(self._handler, "target_topics", lambda topic: [topic])
+        mapping = {tp.topic: list(target_topics(tp.topic)) for tp in tps}
+        self._target_topics.ensure(mapping)
+
+    def _log_resets(self, consumer, partitions) -> None:
+        try:
+            committed = consumer.committed(partitions, timeout=10)
+        except KafkaException as exc:
+            self._log.debug("cannot read committed offsets: %s", exc)
+            return
+        reset = self._config.consumer.get("auto.offset.reset", "latest")
+        for tp in committed:
+            if tp.offset < 0:
+                self._log.info("Resetting offset for partition %s-%d to the %s offset "
+                               "(no committed offset; auto.offset.reset=%s)",
+                               tp.topic, tp.partition, reset, reset)
+
+    def _call_listener(self, method: str, tps: List[TopicPartition]) -> None:
+        callback = getattr(self._listener, method, None)
+        if callback is None:
+            return
+        try:
+            callback(tps)
+        except Exception as exc:
+            self._log.debug("listener failure", exc_info=True)
+            raise ListenerFailed(f"rebalance listener {method} raised: "
+                                 f"{type(exc).__name__}: {exc}") from None
+
+
+def _describe(tps: List[TopicPartition]) -> str:
+    if not tps:
+        return "no partitions"
+    return ", ".join(f"{tp.topic}-{tp.partition}" for tp in sorted(tps))

@@ -1,0 +1,250 @@
+"""Helpers for tests against real clusters: client factories, seeding, reading, waiting.
+
+Everything waits on conditions with deadlines; nothing sleeps blindly.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Dict, Iterable, List, NamedTuple, Optional
+
+from confluent_kafka import Consumer, KafkaError, Producer
+from confluent_kafka import TopicPartition as KafkaTopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+ROOT = Path(__file__).resolve().parents[2]
+BIN = ROOT / "bin" / "kafka-mirror-maker.py"
+
+#: Group timeouts that make a group form in about a second on the test broker.
+GROUP_SETTINGS = {
+    "session.timeout.ms": "2000",
+    "heartbeat.interval.ms": "200",
+    "max.poll.interval.ms": "10000",
+}
+
+_quiet = logging.getLogger("tests.librdkafka")
+
+
+def unique(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:10]}"
+
+
+def wait_until(condition: Callable[[], object], timeout_s: float, what: str, step_s: float = 0.1):
+    """Poll ``condition`` until it returns a truthy value; fail naming ``what`` at the deadline."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        value = condition()
+        if value:
+            return value
+        if time.monotonic() >= deadline:
+            raise AssertionError(f"timed out after {timeout_s}s waiting for {what}")
+        time.sleep(step_s)
+
+
+class Rec(NamedTuple):
+    key: Optional[bytes]
+    value: Optional[bytes]
+    headers: tuple
+    timestamp: Optional[int]
+
+
+def make_records(count: int, prefix: str = "r", size: int = 0, start: int = 0) -> List[Rec]:
+    base_ts = int(time.time() * 1000) - 3_600_000
+    records = []
+    for i in range(start, start + count):
+        value = f"{prefix}-{i}".encode()
+        if size > len(value):
+            value = value + b"x" * (size - len(value))
+        records.append(Rec(f"k{i % 97}".encode(), value,
+                           (("seq", str(i).encode()), ("src", b"test")), base_ts + i))
+    return records
+
+
+@dataclass
+class Cluster:
+    """A cluster under test: embedded, or the user's own (BYO) when ``broker`` is None."""
+
+    name: str
+    bootstrap: str
+    broker: object = None
+
+    def admin(self) -> AdminClient:
+        if not hasattr(self, "_admin"):
+            self._admin = AdminClient({"bootstrap.servers": self.bootstrap, "logger": _quiet})
+        return self._admin
+
+    def producer(self, **overrides) -> Producer:
+        conf = {"bootstrap.servers": self.bootstrap, "linger.ms": 5, "logger": _quiet}
+        conf.update(overrides)
+        return Producer(conf)
+
+    def consumer(self, group: Optional[str] = None, **overrides) -> Consumer:
+        conf = {"bootstrap.servers": self.bootstrap, "group.id": group or unique("reader"),
+                "enable.auto.commit": False, "auto.offset.reset": "earliest",
+                "enable.partition.eof": True, "logger": _quiet, **GROUP_SETTINGS}
+        conf.update(overrides)
+        return Consumer(conf)
+
+    def create_topic(self, prefix: str = "topic", partitions: int = 1, name: str = None) -> str:
+        name = name or unique(prefix)
+        futures = self.admin().create_topics([NewTopic(name, num_partitions=partitions)],
+                                             operation_timeout=30, request_timeout=30)
+        futures[name].result()
+        wait_until(lambda: self.partitions(name) == partitions, 15, f"topic {name} in metadata")
+        return name
+
+    def partitions(self, topic: str) -> int:
+        # All topics, not list_topics(topic): a metadata request for one topic from an
+        # AdminClient (a producer inside librdkafka) may auto-create it.
+        meta = self.admin().list_topics(timeout=10).topics.get(topic)
+        if meta is None or meta.error is not None:
+            return 0
+        return len(meta.partitions)
+
+    def topic_exists(self, topic: str) -> bool:
+        return topic in self.admin().list_topics(timeout=10).topics
+
+    def seed(self, topic: str, records: Iterable[Rec], partition: Optional[int] = None,
+             **producer_overrides) -> int:
+        """Produce every record (acks=all) and fail unless each one was acknowledged."""
+        producer = self.producer(acks="all", **producer_overrides)
+        errors = []
+        count = 0
+
+        def delivered(err, msg):
+            if err is not None:
+                errors.append(err)
+
+        for rec in records:
+            kwargs = {"headers": list(rec.headers), "on_delivery": delivered}
+            if rec.timestamp is not None:
+                kwargs["timestamp"] = rec.timestamp
+            if partition is not None:
+                kwargs["partition"] = partition
+            while True:
+                try:
+                    producer.produce(topic, rec.value, rec.key, **kwargs)
+                    break
+                except BufferError:
+                    producer.poll(0.1)
+            count += 1
+            producer.poll(0)
+        remaining = producer.flush(60)
+        assert remaining == 0 and not errors, f"seeding failed: {remaining} left, {errors[:3]}"
+        return count
+
+    def read_all(self, topic: str, expected: Optional[int] = None,
+                 timeout_s: float = 60.0) -> List:
+        """Every record of ``topic`` (all partitions, from the start) as (partition, offset, Rec).
+
+        Reads until each partition reported its end and, if ``expected`` is given, at least
+        that many records arrived; fails at the deadline.
+        """
+        n = wait_until(lambda: self.partitions(topic), timeout_s, f"topic {topic} to exist")
+        consumer = self.consumer(group=unique("read-all"))
+        consumer.assign([KafkaTopicPartition(topic, p, 0) for p in range(n)])
+        out, at_end = [], set()
+        deadline = time.monotonic() + timeout_s
+        try:
+            while time.monotonic() < deadline:
+                for msg in consumer.consume(10000, 0.5):
+                    err = msg.error()
+                    if err is not None:
+                        if err.code() == KafkaError._PARTITION_EOF:
+                            at_end.add(msg.partition())
+                        continue
+                    at_end.discard(msg.partition())
+                    ts_type, ts = msg.timestamp()
+                    out.append((msg.partition(), msg.offset(),
+                                Rec(msg.key(), msg.value(), tuple(msg.headers() or ()), ts)))
+                if len(at_end) == n and (expected is None or len(out) >= expected):
+                    return out
+        finally:
+            consumer.close()
+        raise AssertionError(f"read {len(out)} records of {topic}, expected {expected}")
+
+    def count(self, topic: str) -> int:
+        """How many records ``topic`` holds now (reads them; ListOffsets is unreliable on Tansu)."""
+        return len(self.read_all(topic, timeout_s=30))
+
+    def committed(self, group: str, topic: str) -> Dict[int, int]:
+        consumer = self.consumer(group=group)
+        try:
+            n = self.partitions(topic)
+            tps = consumer.committed([KafkaTopicPartition(topic, p) for p in range(n)], timeout=10)
+            return {tp.partition: tp.offset for tp in tps if tp.offset >= 0}
+        finally:
+            consumer.close()
+
+
+def write_properties(path: Path, settings: Dict[str, object], comment: str = "") -> Path:
+    lines = [f"# {comment}"] if comment else []
+    lines += [f"{key}={value}" for key, value in settings.items()]
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+@dataclass
+class MirrorFiles:
+    consumer: Path
+    producer: Path
+    group: str
+
+
+def mirror_files(tmp_path: Path, source: Cluster, target: Cluster, group: Optional[str] = None,
+                 consumer: Optional[dict] = None, producer: Optional[dict] = None) -> MirrorFiles:
+    group = group or unique("mirror")
+    consumer_settings = {"bootstrap.servers": source.bootstrap, "group.id": group,
+                         "auto.offset.reset": "earliest", "metadata.max.age.ms": 2000,
+                         **GROUP_SETTINGS, **(consumer or {})}
+    producer_settings = {"bootstrap.servers": target.bootstrap, **(producer or {})}
+    return MirrorFiles(
+        write_properties(tmp_path / f"{group}-consumer.properties", consumer_settings),
+        write_properties(tmp_path / f"{group}-producer.properties", producer_settings),
+        group,
+    )
+
+
+class MirrorProcess:
+    """``bin/kafka-mirror-maker.py`` as a user runs it, in a subprocess with its log captured."""
+
+    def __init__(self, args: List[str], log_path: Path, env: Optional[dict] = None) -> None:
+        self.log_path = log_path
+        self._log = open(log_path, "ab")
+        self.process = subprocess.Popen(
+            [sys.executable, str(BIN), *args], stdin=subprocess.DEVNULL, stdout=self._log,
+            stderr=subprocess.STDOUT, env={**os.environ, **(env or {})}, cwd=str(log_path.parent),
+        )
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def wait_for_log(self, text: str, timeout_s: float = 30.0) -> None:
+        wait_until(lambda: text in self.log() or self.process.poll() is not None, timeout_s,
+                   f"'{text}' in the mirror log")
+        assert text in self.log(), f"mirror exited ({self.process.returncode}) before '{text}':\n{self.log()}"
+
+    def wait(self, timeout_s: float = 60.0) -> int:
+        try:
+            return self.process.wait(timeout_s)
+        finally:
+            self._log.close()
+
+    def stop(self, signum: int = signal.SIGTERM, timeout_s: float = 60.0) -> int:
+        if self.process.poll() is None:
+            self.process.send_signal(signum)
+        return self.wait(timeout_s)
+
+    def kill(self) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+        self.process.wait()
+        self._log.close()
