@@ -30,8 +30,9 @@ log = logging.getLogger(__name__)
 class OffsetCommitter:
     """Commits offsets to the source cluster through the thread's consumer (MirrorMaker v1)."""
 
-    def __init__(self, consumer) -> None:
+    def __init__(self, consumer, retrying=commit_retrying) -> None:
         self._consumer = consumer
+        self._retrying = retrying
 
     def commit(self, offsets: Dict[TopicPartition, int]) -> Dict[TopicPartition, int]:
         """Commit synchronously; return the offsets that were committed.
@@ -42,7 +43,7 @@ class OffsetCommitter:
         """
         request = [KafkaTopicPartition(tp.topic, tp.partition, off) for tp, off in offsets.items()]
         try:
-            result = commit_retrying()(self._consumer.commit, offsets=request, asynchronous=False)
+            result = self._retrying()(self._consumer.commit, offsets=request, asynchronous=False)
         except KafkaException as exc:
             return self._failed(exc, offsets)
         committed = {}

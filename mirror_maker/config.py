@@ -148,11 +148,11 @@ def _resolve_ssl(translation: Translation, source: str) -> None:
                               "use PKCS12 or PEM")
 
 
-def check_librdkafka(conf: Dict[str, str], source: str) -> Dict[str, str]:
+def check_librdkafka(conf: Dict[str, str], source: str, role: str) -> Dict[str, str]:
     """Ask librdkafka itself about every setting, without connecting anywhere.
 
     Unknown names are dropped with a WARN (an unknown key never crashes the tool); an invalid
-    value is a one-line :class:`ConfigError`.
+    value, or settings that do not go together, are a one-line :class:`ConfigError`.
     """
     quiet = logging.getLogger("mirror_maker.librdkafka.check")
     quiet.propagate = False
@@ -166,8 +166,19 @@ def check_librdkafka(conf: Dict[str, str], source: str) -> Dict[str, str]:
             if message.startswith("No such configuration property"):
                 log.warning("%s: %s is not a known client setting and is ignored", source, key)
                 continue
-            raise ConfigError(f"{source}: {shown(key, value)}: {message}") from None
+            if message.startswith("Invalid value"):
+                raise ConfigError(f"{source}: {shown(key, value)}: {message}") from None
         checked[key] = value
+    # All settings together (no bootstrap servers: nothing connects), for cross-field rules.
+    together = {k: v for k, v in checked.items() if k != "bootstrap.servers"}
+    together["logger"] = quiet
+    client = confluent_kafka.Consumer if role == "consumer" else confluent_kafka.Producer
+    try:
+        instance = client(together)
+    except confluent_kafka.KafkaException as exc:
+        raise ConfigError(f"{source}: {exc.args[0].str()}") from None
+    if role == "consumer":
+        instance.close()
     return checked
 
 
@@ -184,7 +195,7 @@ def build_consumer_conf(props: Dict[str, str], source: str):
         log.info("%s: client.id is replaced by <group.id>-<thread> for each mirror thread", source)
         conf.pop("client.id")
     _warn_weakened_consumer(conf)
-    return check_librdkafka(conf, source), translation.engine
+    return check_librdkafka(conf, source, "consumer"), translation.engine
 
 
 def build_producer_conf(props: Dict[str, str], source: str):
@@ -195,7 +206,7 @@ def build_producer_conf(props: Dict[str, str], source: str):
     if not conf.get("bootstrap.servers"):
         raise ConfigError(f"{source}: bootstrap.servers is missing")
     _warn_weakened_producer(conf, translation.conf)
-    return check_librdkafka(conf, source), translation.engine
+    return check_librdkafka(conf, source, "producer"), translation.engine
 
 
 def build_config(

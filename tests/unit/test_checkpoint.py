@@ -1,0 +1,145 @@
+"""Flush before commit, and the commit error policy, with fakes in place of the clients."""
+
+from types import SimpleNamespace
+
+import pytest
+from confluent_kafka import KafkaError, KafkaException
+
+from mirror_maker.checkpoint import Checkpoint, OffsetCommitter
+from mirror_maker.errors import ClientFailed, SendFailed
+from mirror_maker.records import TopicPartition
+from mirror_maker.retry import commit_retrying
+from mirror_maker.state import RunState
+
+TP0, TP1 = TopicPartition("t", 0), TopicPartition("t", 1)
+
+
+class FakeProducer:
+    def __init__(self, events, flush_ok=True):
+        self.events, self.flush_ok = events, flush_ok
+
+    def flush(self, deadline=None):
+        self.events.append("flush")
+        return self.flush_ok
+
+
+class FakeConsumer:
+    def __init__(self, events, errors=(), partition_errors=None):
+        self.events, self.errors = events, list(errors)
+        self.partition_errors = partition_errors or {}
+        self.calls = 0
+
+    def commit(self, offsets, asynchronous):
+        assert asynchronous is False
+        self.calls += 1
+        self.events.append(("commit", sorted((tp.topic, tp.partition, tp.offset) for tp in offsets)))
+        if self.errors:
+            raise KafkaException(KafkaError(self.errors.pop(0)))
+        return [SimpleNamespace(topic=tp.topic, partition=tp.partition, offset=tp.offset,
+                                error=(KafkaError(self.partition_errors[tp.partition])
+                                       if tp.partition in self.partition_errors else None))
+                for tp in offsets]
+
+
+def no_wait_retrying():
+    """The real retry policy (what is retried, how often), without its waits."""
+    return commit_retrying().copy(sleep=lambda seconds: None)
+
+
+def checkpoint(events, flush_ok=True, errors=(), partition_errors=None, state=None):
+    consumer = FakeConsumer(events, errors, partition_errors)
+    cp = Checkpoint(FakeProducer(events, flush_ok), OffsetCommitter(consumer, no_wait_retrying),
+                    state or RunState(), interval_ms=1000, clock=lambda: 0.0)
+    cp.pending.update({TP0: 10, TP1: 20})
+    return cp, consumer
+
+
+def test_flush_happens_before_commit_and_pending_is_cleared():
+    events = []
+    cp, _ = checkpoint(events)
+    assert cp.commit() is True
+    assert events == ["flush", ("commit", [("t", 0, 10), ("t", 1, 20)])]
+    assert cp.pending == {}
+
+
+def test_no_commit_when_flush_did_not_complete():
+    events = []
+    cp, _ = checkpoint(events, flush_ok=False)
+    assert cp.commit() is False
+    assert events == ["flush"]
+    assert cp.pending == {TP0: 10, TP1: 20}
+
+
+def test_no_flush_and_no_commit_after_a_fatal_failure():
+    events = []
+    state = RunState()
+    state.fail(SendFailed("boom"))
+    cp, _ = checkpoint(events, state=state)
+    assert cp.commit() is False and events == []
+
+
+def test_commit_of_some_partitions_only():
+    events = []
+    cp, _ = checkpoint(events)
+    cp.commit([TP1])
+    assert events[1] == ("commit", [("t", 1, 20)])
+    assert cp.pending == {TP0: 10}
+
+
+def test_retriable_error_is_retried_then_succeeds(caplog):
+    events = []
+    cp, consumer = checkpoint(events, errors=[KafkaError.REQUEST_TIMED_OUT, KafkaError.NOT_COORDINATOR])
+    assert cp.commit() is True
+    assert consumer.calls == 3 and cp.pending == {}
+    assert sum("Retrying" in r.getMessage() for r in caplog.records) == 2
+
+
+def test_retries_are_bounded_and_keep_the_offsets(caplog):
+    events = []
+    cp, consumer = checkpoint(events, errors=[KafkaError.REQUEST_TIMED_OUT] * 10)
+    cp.commit()
+    assert consumer.calls == 5
+    assert cp.pending == {TP0: 10, TP1: 20}
+    assert "will try again" in caplog.text
+
+
+@pytest.mark.parametrize("code", [KafkaError.ILLEGAL_GENERATION, KafkaError.UNKNOWN_MEMBER_ID,
+                                  KafkaError.REBALANCE_IN_PROGRESS])
+def test_rebalance_rejection_is_logged_with_a_hint_and_skipped(caplog, code):
+    events = []
+    cp, consumer = checkpoint(events, errors=[code])
+    cp.commit()
+    assert consumer.calls == 1
+    assert "max.poll.interval.ms" in caplog.text
+    assert cp.pending == {TP0: 10, TP1: 20}
+
+
+def test_offsets_of_a_topic_that_disappeared_are_dropped(caplog):
+    events = []
+    cp, _ = checkpoint(events, partition_errors={1: KafkaError.UNKNOWN_TOPIC_OR_PART})
+    cp.commit()
+    assert cp.pending == {}
+    assert "no longer exists" in caplog.text
+
+
+def test_unexpected_commit_error_is_fatal():
+    events = []
+    cp, _ = checkpoint(events, errors=[KafkaError.GROUP_AUTHORIZATION_FAILED])
+    with pytest.raises(ClientFailed, match="offset commit failed"):
+        cp.commit()
+
+
+def test_due_after_the_interval():
+    now = [0.0]
+    cp = Checkpoint(FakeProducer([]), OffsetCommitter(FakeConsumer([])), RunState(),
+                    interval_ms=1000, clock=lambda: now[0])
+    now[0] = 1.0
+    assert not cp.due()   # strictly greater, as Kafka
+    now[0] = 1.001
+    assert cp.due()
+
+
+def test_discard_lost_partitions():
+    cp, _ = checkpoint([])
+    cp.discard([TP0])
+    assert cp.pending == {TP1: 20}

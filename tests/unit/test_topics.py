@@ -1,0 +1,51 @@
+"""Kafka's include-string clean-up, full-match semantics and Java regex translation."""
+
+import pytest
+
+from mirror_maker.errors import ConfigError
+from mirror_maker.topics import compile_include, kafka_include_string, select_topics
+
+
+@pytest.mark.parametrize("raw,expected", [
+    (" 'a, b.*' ", "a|b.*"),
+    ('"topic"', "topic"),
+    ("another_topic,new.*,foo", "another_topic|new.*|foo"),
+    ("a b", "ab"),
+    ("a\tb", "a\tb"),              # only spaces are removed, as in Kafka
+    ("\"'x'\"", "x"),
+])
+def test_kafka_include_string(raw, expected):
+    assert kafka_include_string(raw) == expected
+
+
+def test_comma_separated_regex_matches_like_kafkas_integration_test():
+    pattern = compile_include("another_topic,new.*,foo")
+    assert select_topics(pattern, ["new-topic", "foo", "foobar", "x"]) == ["foo", "new-topic"]
+
+
+def test_full_match_not_search():
+    assert select_topics(compile_include("top"), ["top", "topic", "stop"]) == ["top"]
+
+
+def test_internal_topics_skipped_unless_asked():
+    pattern = compile_include(".*")
+    topics = ["__consumer_offsets", "__transaction_state", "__mine", "a"]
+    assert select_topics(pattern, topics) == ["__mine", "a"]
+    assert select_topics(pattern, topics, exclude_internal=False) == sorted(topics)
+
+
+@pytest.mark.parametrize("java,matches,rejects", [
+    ("(?<env>prod|dev)-.*", "prod-x", "test-x"),
+    ("\\p{Lower}+", "abc", "aBc"),
+    ("\\P{Digit}+", "abc", "a1c"),
+    ("a*+b", "aab", "aa"),          # possessive quantifier
+])
+def test_java_constructs(java, matches, rejects):
+    pattern = compile_include(java)
+    assert pattern.fullmatch(matches) and not pattern.fullmatch(rejects)
+
+
+@pytest.mark.parametrize("bad", ["*", "a(", "\\p{InGreek}"])
+def test_invalid_regex_is_a_config_error(bad):
+    with pytest.raises(ConfigError):
+        compile_include(bad)
