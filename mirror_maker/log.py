@@ -8,8 +8,11 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import sys
-from typing import Optional
+import threading
+import time
+from typing import Dict, Optional
 
 FORMAT = "[%(asctime)s] %(levelname)s %(message)s (%(name)s)"
 LEVEL_ENV = "MIRROR_MAKER_LOG_LEVEL"
@@ -52,6 +55,47 @@ def configure_logging(level: int) -> None:
     root.setLevel(level)
 
 
+class LibrdkafkaFilter(logging.Filter):
+    """Keeps librdkafka's lines readable during an outage.
+
+    librdkafka logs every failed reconnect (several a second) at ERROR. A broker being away is
+    a warning until it hurts delivery (which the mirror reports itself), and the same line
+    repeated adds nothing: repeats are shown once per ``window_s`` with a count.
+    """
+
+    def __init__(self, window_s: float = 30.0, clock=time.monotonic) -> None:
+        super().__init__()
+        self._window_s = window_s
+        self._clock = clock
+        self._seen: Dict[str, list] = {}
+        self._lock = threading.Lock()
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        if record.levelno >= logging.ERROR and message.startswith(("FAIL", "ERROR")):
+            record.levelno, record.levelname = logging.WARNING, "WARNING"
+        key = re.sub(r"\d+", "#", message)
+        now = self._clock()
+        with self._lock:
+            entry = self._seen.get(key)
+            if entry is not None and now - entry[0] < self._window_s:
+                entry[1] += 1
+                return False
+            repeats = entry[1] if entry is not None else 0
+            self._seen[key] = [now, 0]
+            if len(self._seen) > 1000:
+                self._seen = {k: v for k, v in self._seen.items() if now - v[0] < self._window_s}
+        if repeats:
+            record.msg, record.args = f"{message} (and {repeats} similar lines)", None
+        return True
+
+
+_FILTER = LibrdkafkaFilter()
+
+
 def librdkafka_logger(client_id: str) -> logging.Logger:
     """The logger a confluent client's ``logger`` setting should get."""
-    return logging.getLogger(f"mirror_maker.librdkafka.{client_id}")
+    logger = logging.getLogger(f"mirror_maker.librdkafka.{client_id}")
+    if _FILTER not in logger.filters:
+        logger.addFilter(_FILTER)
+    return logger

@@ -248,3 +248,57 @@ class MirrorProcess:
             self.process.kill()
         self.process.wait()
         self._log.close()
+
+
+class BackgroundProducer:
+    """Writes "<prefix>-<n>" values at about ``rate`` per second (acks=all) until stopped.
+
+    Like Kafka's VerifiableProducer in the MirrorMaker system test: ``acked`` holds every value
+    the source acknowledged, which is what must reach the target.
+    """
+
+    def __init__(self, cluster: Cluster, topic: str, rate: int = 500, prefix: str = "v") -> None:
+        import threading
+
+        self._producer = cluster.producer(acks="all", **{"linger.ms": 0})
+        self._topic, self._rate, self._prefix = topic, rate, prefix
+        self.acked: List[bytes] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="background-producer", daemon=True)
+
+    def _delivered(self, err, msg) -> None:
+        if err is None:
+            self.acked.append(msg.value())
+
+    def _run(self) -> None:
+        n, started = 0, time.monotonic()
+        while not self._stop.is_set():
+            due = int((time.monotonic() - started) * self._rate)
+            while n < due:
+                self._producer.produce(self._topic, f"{self._prefix}-{n}".encode(),
+                                       on_delivery=self._delivered)
+                n += 1
+            self._producer.poll(0.01)
+        self._producer.flush(30)
+
+    def start(self) -> "BackgroundProducer":
+        self._thread.start()
+        return self
+
+    def stop(self) -> List[bytes]:
+        self._stop.set()
+        self._thread.join(60)
+        return list(self.acked)
+
+
+def values(rows) -> List[bytes]:
+    return [rec.value for _p, _o, rec in rows]
+
+
+def missing_values(expected: Iterable[bytes], rows) -> set:
+    return set(expected) - set(values(rows))
+
+
+def mirror_args(files: MirrorFiles, include: str, *extra: str) -> List[str]:
+    return ["--consumer.config", str(files.consumer), "--producer.config", str(files.producer),
+            "--include", include, *extra]

@@ -1,0 +1,160 @@
+"""At-least-once delivery: SIGKILL, SIGTERM, a cut target, and abort on send failure."""
+
+import signal
+
+import pytest
+
+from .harness import (
+    BackgroundProducer,
+    MirrorProcess,
+    make_records,
+    mirror_args,
+    mirror_files,
+    missing_values,
+    wait_until,
+)
+
+
+def test_sigkill_mid_stream_then_restart_loses_nothing(tmp_path, source, target, files):
+    topic = source.create_topic("kill", partitions=3)
+    stream = BackgroundProducer(source, topic, rate=500).start()
+    args = mirror_args(files, topic, "--offset.commit.interval.ms", "500")
+    mirror = MirrorProcess(args, tmp_path / "first.log")
+    try:
+        wait_until(lambda: sum(source.committed(files.group, topic).values()) > 200, 60,
+                   "a first commit after some records")
+        mirror.kill()  # SIGKILL: nothing flushed, nothing committed
+        mirror = MirrorProcess(args, tmp_path / "second.log")
+        mirror.wait_for_log("Assigned", 30)
+    finally:
+        acked = stream.stop()
+    try:
+        rows = target.read_all(topic, expected=len(acked), timeout_s=90)
+        assert not missing_values(acked, rows)
+    finally:
+        assert mirror.stop(signal.SIGTERM) == 143, mirror.log()
+
+
+def test_sigterm_exits_143_and_a_second_instance_takes_every_partition(tmp_path, source, target, files):
+    topic = source.create_topic("term", partitions=4)
+    stream = BackgroundProducer(source, topic, rate=300).start()
+    args = mirror_args(files, topic, "--offset.commit.interval.ms", "1000")
+    first = MirrorProcess(args, tmp_path / "first.log")
+    second = None
+    try:
+        first.wait_for_log("Assigned", 30)
+        second = MirrorProcess(args, tmp_path / "second.log")
+        second.wait_for_log("Assigned", 30)
+        assert first.stop(signal.SIGTERM, timeout_s=30) == 143, first.log()
+        # The first one left the group on close: the second gets all 4 partitions quickly.
+        wait_until(lambda: all(f"{topic}-{p}" in second.log().split("Revoked")[-1] for p in range(4))
+                   and "Assigned" in second.log().split("Revoked")[-1], 15,
+                   "the second instance to own every partition")
+        assert "Flushing producer and committing consumer offsets." in first.log()
+    finally:
+        acked = stream.stop()
+    try:
+        rows = target.read_all(topic, expected=len(acked), timeout_s=90)
+        assert not missing_values(acked, rows)
+    finally:
+        if second is not None:
+            assert second.stop(signal.SIGINT) == 130, second.log()
+
+
+def test_two_instances_started_and_stopped_during_a_stream(tmp_path, source, target, files):
+    topic = source.create_topic("pair", partitions=6)
+    stream = BackgroundProducer(source, topic, rate=400).start()
+    args = mirror_args(files, topic, "--offset.commit.interval.ms", "500", "--num.streams", "2")
+    a = MirrorProcess(args, tmp_path / "a1.log")
+    b = None
+    try:
+        a.wait_for_log("Assigned", 30)
+        b = MirrorProcess(args, tmp_path / "b.log")
+        b.wait_for_log("Assigned", 30)
+        a.wait_for_log("Revoked", 30)
+        assert a.stop(signal.SIGTERM) == 143, a.log()
+        a = MirrorProcess(args, tmp_path / "a2.log")
+        a.wait_for_log("Assigned", 30)
+        assert b.stop(signal.SIGTERM) == 143, b.log()
+        b = None
+    finally:
+        acked = stream.stop()
+    try:
+        rows = target.read_all(topic, expected=len(acked), timeout_s=90)
+        assert not missing_values(acked, rows)
+        wait_until(lambda: sum(source.committed(files.group, topic).values()) >= len(acked), 30,
+                   "every record committed")
+    finally:
+        assert a.stop(signal.SIGTERM) == 143, a.log()
+        if b is not None:
+            b.kill()
+
+
+@pytest.mark.embedded_only
+def test_commit_never_passes_what_the_target_has_not_acknowledged(tmp_path, source, target):
+    from mirror_maker.embedded import EmbeddedProxy
+
+    proxy = EmbeddedProxy(target.bootstrap, tmp_path, "target-proxy").start()
+    topic = source.create_topic("cut", partitions=1)
+    files = mirror_files(tmp_path, source, type(target)("proxied", proxy.bootstrap))
+    stream = BackgroundProducer(source, topic, rate=200).start()
+    mirror = MirrorProcess(mirror_args(files, topic, "--offset.commit.interval.ms", "500"),
+                           tmp_path / "mirror.log")
+    try:
+        wait_until(lambda: sum(source.committed(files.group, topic).values()) > 100, 60,
+                   "commits before the cut")
+        proxy.cut()
+        mirror.wait_for_log("waiting for the target to acknowledge", 40)
+        committed_during_cut = source.committed(files.group, topic).get(0, 0)
+        on_target = target.count(topic)
+        assert committed_during_cut <= on_target, "an offset was committed past the target's records"
+        stuck = mirror.log().count("waiting for the target to acknowledge")
+        wait_until(lambda: mirror.log().count("waiting for the target to acknowledge") > stuck, 30,
+                   "the mirror to keep waiting for the target")
+        assert source.committed(files.group, topic).get(0, 0) == committed_during_cut
+        proxy.restore()
+    finally:
+        acked = stream.stop()
+    try:
+        rows = target.read_all(topic, expected=len(acked), timeout_s=120)
+        assert not missing_values(acked, rows)
+        assert mirror.process.poll() is None, "the mirror must keep running through the outage"
+    finally:
+        assert mirror.stop(signal.SIGTERM) == 143, mirror.log()
+        proxy.stop()
+
+
+def _poison_topic(source):
+    topic = source.create_topic("poison", partitions=1)
+    records = make_records(100, "before") + make_records(1, "big", size=20000) + make_records(100, "after")
+    source.seed(topic, records, partition=0)
+    return topic
+
+
+def test_abort_on_a_record_the_target_cannot_take(tmp_path, source, target):
+    topic = _poison_topic(source)
+    files = mirror_files(tmp_path, source, target, producer={"max.request.size": 10000})
+    args = mirror_args(files, topic, "--offset.commit.interval.ms", "200")
+    for attempt in range(2):  # a restart fails the same way instead of skipping the record
+        mirror = MirrorProcess(args, tmp_path / f"abort{attempt}.log")
+        assert mirror.wait(60) == 255, mirror.log()
+        errors = [line for line in mirror.log().splitlines() if " ERROR " in line]
+        assert len(errors) == 1, errors
+        assert f"{topic}-0 offset 100" in errors[0] and "too large" in errors[0].lower()
+        assert "Traceback" not in mirror.log()
+        assert source.committed(files.group, topic).get(0, 0) <= 100
+
+
+def test_send_failure_without_abort_counts_drops_and_goes_on(tmp_path, source, target):
+    topic = _poison_topic(source)
+    files = mirror_files(tmp_path, source, target, producer={"max.request.size": 10000})
+    mirror = MirrorProcess(mirror_args(files, topic, "--offset.commit.interval.ms", "200",
+                                       "--abort.on.send.failure", "false"), tmp_path / "m.log")
+    try:
+        rows = target.read_all(topic, expected=200, timeout_s=60)
+        assert len(rows) == 200 and not any(rec.value.startswith(b"big") for _p, _o, rec in rows)
+        wait_until(lambda: source.committed(files.group, topic).get(0) == 201, 30, "commit past the drop")
+        assert "dropped; --abort.on.send.failure is false" in mirror.log()
+        assert mirror.process.poll() is None
+    finally:
+        assert mirror.stop(signal.SIGTERM) == 143, mirror.log()

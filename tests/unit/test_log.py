@@ -1,0 +1,45 @@
+"""Kafka's log layout, level selection, and the librdkafka line filter."""
+
+import logging
+
+import pytest
+
+from mirror_maker.errors import ConfigError
+from mirror_maker.log import FORMAT, KafkaFormatter, LibrdkafkaFilter, resolve_level
+
+
+def record(message, level=logging.ERROR):
+    return logging.LogRecord("mirror_maker.librdkafka.c", level, __file__, 1, message, None, None)
+
+
+def test_kafka_layout_and_warn_spelling():
+    text = KafkaFormatter(FORMAT).format(record("disk is slow", logging.WARNING))
+    assert text.startswith("[") and "] WARN disk is slow (mirror_maker.librdkafka.c)" in text
+
+
+def test_level_from_option_then_environment(monkeypatch):
+    monkeypatch.setenv("MIRROR_MAKER_LOG_LEVEL", "debug")
+    assert resolve_level(None) == logging.DEBUG
+    assert resolve_level("warn") == logging.WARNING
+    monkeypatch.delenv("MIRROR_MAKER_LOG_LEVEL")
+    assert resolve_level(None) == logging.INFO
+    with pytest.raises(ConfigError):
+        resolve_level("LOUD")
+
+
+def test_repeated_connection_failures_are_shown_once_per_window_as_warnings():
+    now = [0.0]
+    keep = LibrdkafkaFilter(window_s=30, clock=lambda: now[0])
+    first = record("FAIL [thrd:1]: Connect to 127.0.0.1:5 failed (after 0ms in state CONNECT)")
+    assert keep.filter(first) and first.levelno == logging.WARNING
+    for ms in range(1, 20):
+        now[0] += 0.05
+        assert not keep.filter(record(f"FAIL [thrd:1]: Connect to 127.0.0.1:5 failed (after {ms}ms in state CONNECT)"))
+    now[0] += 30
+    again = record("FAIL [thrd:1]: Connect to 127.0.0.1:5 failed (after 3ms in state CONNECT)")
+    assert keep.filter(again) and "(and 19 similar lines)" in again.getMessage()
+
+
+def test_different_lines_pass():
+    keep = LibrdkafkaFilter()
+    assert keep.filter(record("one", logging.INFO)) and keep.filter(record("two", logging.INFO))
