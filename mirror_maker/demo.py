@@ -10,6 +10,7 @@ prints a summary and exits 0 (1 if anything is missing). Nothing is left running
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
 import signal
 import subprocess
@@ -23,11 +24,13 @@ from confluent_kafka import Consumer, KafkaError, Producer
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from .embedded import EmbeddedBroker
+from .embedded import EmbeddedBroker, die_with_parent
+from .log import configure_logging, librdkafka_logger
 
 ROOT = Path(__file__).resolve().parent.parent
 BIN = ROOT / "bin" / "kafka-mirror-maker.py"
 TOPIC = "demo-events"
+_CLIENT_LOG = librdkafka_logger("demo")
 GROUP = "demo-mirror"
 
 
@@ -48,9 +51,10 @@ def _fingerprint(key, value, headers, ts) -> bytes:
 
 
 def seed(bootstrap: str, records: int, partitions: int, size: int) -> Counter:
-    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin = AdminClient({"bootstrap.servers": bootstrap, "logger": _CLIENT_LOG})
     admin.create_topics([NewTopic(TOPIC, num_partitions=partitions)])[TOPIC].result()
     producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 10,
+                         "logger": _CLIENT_LOG,
                          "batch.num.messages": 10000, "queue.buffering.max.messages": 1000000})
     failures = []
     expected: Counter = Counter()
@@ -96,7 +100,8 @@ def write_properties(work: Path, source: str, target: str) -> tuple:
 def read_target(bootstrap: str, partitions: int, expected_total: int, mirror, timeout_s: float):
     """Consume the target until every record arrived; print progress; return the fingerprints."""
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "demo-verifier",
-                         "enable.auto.commit": False, "queued.min.messages": 1000000})
+                         "enable.auto.commit": False, "queued.min.messages": 1000000,
+                         "logger": _CLIENT_LOG})
     consumer.assign([KafkaTopicPartition(TOPIC, p, 0) for p in range(partitions)])
     seen: Counter = Counter()
     count, last_print = 0, 0.0
@@ -122,7 +127,7 @@ def read_target(bootstrap: str, partitions: int, expected_total: int, mirror, ti
 
 
 def committed_total(bootstrap: str, partitions: int) -> int:
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": GROUP})
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": GROUP, "logger": _CLIENT_LOG})
     try:
         tps = consumer.committed([KafkaTopicPartition(TOPIC, p) for p in range(partitions)], timeout=10)
         return sum(tp.offset for tp in tps if tp.offset > 0)
@@ -138,6 +143,7 @@ def committed_total(bootstrap: str, partitions: int) -> int:
 @click.option("--work-dir", default="demo-work", show_default=True, help="Logs and properties files.")
 def main(records: int, partitions: int, value_size: int, streams: int, work_dir: str) -> None:
     """Mirror a seeded topic between two embedded brokers with the real CLI and verify it."""
+    configure_logging(logging.WARNING)
     work = Path(work_dir).resolve()
     work.mkdir(parents=True, exist_ok=True)
     brokers = [EmbeddedBroker("source", work), EmbeddedBroker("target", work)]
@@ -155,7 +161,8 @@ def main(records: int, partitions: int, value_size: int, streams: int, work_dir:
         started = time.monotonic()
         with open(work / "mirror.log", "wb") as mirror_log:
             mirror = subprocess.Popen(command, stdout=mirror_log, stderr=subprocess.STDOUT,
-                                      stdin=subprocess.DEVNULL)
+                                      stdin=subprocess.DEVNULL,
+                                      preexec_fn=die_with_parent(signal.SIGTERM))
         seen = read_target(target.bootstrap, partitions, records, mirror, timeout_s=300)
         elapsed = time.monotonic() - started
         deadline = time.monotonic() + 30

@@ -46,10 +46,13 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def _die_with_parent() -> None:  # runs in the child between fork and exec
-    if sys.platform.startswith("linux"):
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+def die_with_parent(signum: int = signal.SIGKILL):
+    """A ``preexec_fn`` that makes the child get ``signum`` when its parent dies (Linux)."""
+    def preexec() -> None:  # runs in the child between fork and exec
+        if sys.platform.startswith("linux"):
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(_PR_SET_PDEATHSIG, signum)
+    return preexec
 
 
 class EmbeddedBroker:
@@ -96,7 +99,9 @@ class EmbeddedBroker:
         with open(self._log_path(), "ab") as log_file:
             self.process = subprocess.Popen(
                 command, stdin=subprocess.DEVNULL, stdout=log_file, stderr=subprocess.STDOUT,
-                preexec_fn=_die_with_parent, env={**os.environ, "RUST_LOG": os.environ.get("RUST_LOG", "warn")},
+                # Own session: a Ctrl-C in the terminal stops the mirror first, not the broker
+                # under it; the parent stops the broker afterwards, or its death does.
+                preexec_fn=die_with_parent(), start_new_session=True, env={**os.environ, "RUST_LOG": os.environ.get("RUST_LOG", "warn")},
             )
         if self not in _running:
             _running.append(self)
@@ -186,7 +191,7 @@ class EmbeddedProxy:
                  "--advertised-listener-url", f"tcp://127.0.0.1:{self.port}",
                  "--origin-url", f"tcp://{self.origin}"],
                 stdin=subprocess.DEVNULL, stdout=log_file, stderr=subprocess.STDOUT,
-                preexec_fn=_die_with_parent,
+                preexec_fn=die_with_parent(), start_new_session=True,
             )
         deadline = time.monotonic() + READY_TIMEOUT_S
         while time.monotonic() < deadline:

@@ -20,6 +20,8 @@ from confluent_kafka import Consumer, KafkaError, Producer
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from mirror_maker.embedded import die_with_parent
+
 ROOT = Path(__file__).resolve().parents[2]
 BIN = ROOT / "bin" / "kafka-mirror-maker.py"
 
@@ -222,6 +224,7 @@ class MirrorProcess:
         self.process = subprocess.Popen(
             [sys.executable, str(BIN), *args], stdin=subprocess.DEVNULL, stdout=self._log,
             stderr=subprocess.STDOUT, env={**os.environ, **(env or {})}, cwd=str(log_path.parent),
+            preexec_fn=die_with_parent(signal.SIGKILL),  # never outlive a killed test run
         )
 
     def log(self) -> str:
