@@ -1,0 +1,77 @@
+"""Bounded shutdown, the second signal, and failures in user plugins."""
+
+import signal
+from pathlib import Path
+
+import pytest
+
+from .harness import MirrorProcess, make_records, mirror_args, mirror_files
+
+PLUGINS = {"PYTHONPATH": str(Path(__file__).parent)}
+
+
+def test_handler_raising_on_one_record_stops_the_mirror_without_committing_past_it(tmp_path, source, target, files):
+    topic = source.create_topic("hraise", partitions=1)
+    records = make_records(50)
+    source.seed(topic, records, partition=0)
+    mirror = MirrorProcess(mirror_args(files, topic, "--offset.commit.interval.ms", "100",
+                                       "--message.handler", "raising_plugins.FailOnValue",
+                                       "--message.handler.args", records[30].value.decode()),
+                           tmp_path / "m.log", env=PLUGINS)
+    assert mirror.wait(60) == 255, mirror.log()
+    errors = [line for line in mirror.log().splitlines() if " ERROR " in line]
+    assert len(errors) == 1
+    assert f"{topic}-0 offset 30" in errors[0] and "ValueError: cannot handle this record" in errors[0]
+    assert "Traceback" not in mirror.log()
+    assert source.committed(files.group, topic).get(0, 0) <= 30
+
+
+def test_listener_raising_stops_the_mirror(tmp_path, source, target, files):
+    topic = source.create_topic("lraise")
+    mirror = MirrorProcess(mirror_args(files, topic, "--consumer.rebalance.listener",
+                                       "raising_plugins.FailOnAssign"), tmp_path / "m.log", env=PLUGINS)
+    assert mirror.wait(60) == 255, mirror.log()
+    assert "on_partitions_assigned raised: RuntimeError: listener is broken" in mirror.log()
+    assert "Traceback" not in mirror.log()
+
+
+@pytest.mark.embedded_only
+def test_shutdown_is_bounded_while_the_target_is_away(tmp_path, source, target):
+    from mirror_maker.embedded import EmbeddedProxy
+
+    proxy = EmbeddedProxy(target.bootstrap, tmp_path, "proxy").start()
+    topic = source.create_topic("bounded")
+    files = mirror_files(tmp_path, source, type(target)("proxied", proxy.bootstrap))
+    mirror = MirrorProcess(mirror_args(files, topic, "--shutdown.timeout.ms", "2000"), tmp_path / "m.log")
+    try:
+        mirror.wait_for_log("Assigned", 30)
+        proxy.cut()
+        source.seed(topic, make_records(20))
+        # The records are consumed but cannot be delivered; stop now.
+        assert mirror.stop(signal.SIGTERM, timeout_s=30) == 143, mirror.log()
+        assert "not acknowledged by the target before the deadline" in mirror.log()
+        assert source.committed(files.group, topic) == {}
+    finally:
+        proxy.stop()
+
+
+@pytest.mark.embedded_only
+def test_a_second_signal_exits_at_once(tmp_path, source, target):
+    from mirror_maker.embedded import EmbeddedProxy
+
+    proxy = EmbeddedProxy(target.bootstrap, tmp_path, "proxy").start()
+    topic = source.create_topic("second")
+    files = mirror_files(tmp_path, source, type(target)("proxied", proxy.bootstrap))
+    mirror = MirrorProcess(mirror_args(files, topic, "--shutdown.timeout.ms", "600000"), tmp_path / "m.log")
+    try:
+        mirror.wait_for_log("Assigned", 30)
+        proxy.cut()
+        source.seed(topic, make_records(20))
+        mirror.process.send_signal(signal.SIGTERM)
+        mirror.wait_for_log("Start clean shutdown.", 10)
+        mirror.process.send_signal(signal.SIGINT)
+        assert mirror.wait(15) == 130, mirror.log()
+        assert "Second signal" in mirror.log()
+        assert source.committed(files.group, topic) == {}
+    finally:
+        proxy.stop()
