@@ -52,6 +52,7 @@ class MirrorProducer:
         self._lock = threading.Lock()
         self.dropped = 0
         self.acked = 0
+        self._warned_deadline: Optional[float] = None
 
     def __len__(self) -> int:
         return len(self._producer)
@@ -143,8 +144,10 @@ class MirrorProducer:
                 return False
             now = time.monotonic()
             if deadline is not None and now >= deadline:
-                log.warning("%d records not acknowledged by the target before the deadline; "
-                            "their offsets are not committed", len(self._producer))
+                if self._warned_deadline != deadline:
+                    self._warned_deadline = deadline
+                    log.warning("%d records not acknowledged by the target before the deadline; "
+                                "their offsets are not committed", len(self._producer))
                 return False
             step = FLUSH_STEP_S if deadline is None else max(0.0, min(FLUSH_STEP_S, deadline - now))
             self._producer.flush(step)

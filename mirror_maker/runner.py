@@ -87,9 +87,15 @@ class MirrorMaker:
             thread.join(max(0.0, deadline - time.monotonic()) + JOIN_GRACE_S)
             if thread.is_alive():
                 log.warning("%s did not stop in time", thread.name)
+        undelivered = 0
         if self.producer is not None:
             self.producer.close(deadline)
-        if not self.state.failed:
+            undelivered = len(self.producer)
+        if undelivered and not self.state.failed:
+            log.warning("Mirror maker stopped with %d records the target has not acknowledged; "
+                        "their offsets were not committed, so they are mirrored again on restart",
+                        undelivered)
+        elif not self.state.failed:
             log.info("Kafka mirror maker shutdown successfully")
 
     def exit_status(self) -> int:
