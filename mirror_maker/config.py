@@ -13,6 +13,7 @@ from typing import Dict, Optional, Pattern
 
 import confluent_kafka
 
+from . import stores
 from .errors import ConfigError
 from .properties import load_properties
 from .topics import compile_include
@@ -121,31 +122,41 @@ def _warn_weakened_producer(conf: Dict[str, str], user: Dict[str, str]) -> None:
                     "a Java producer would choose", conf["partitioner"])
 
 
-def _resolve_ssl(translation: Translation, source: str) -> None:
-    """Map Java key/trust stores to librdkafka's file settings (PEM and PKCS12 keystores)."""
+def _resolve_ssl(translation: Translation, source: str, tag: str) -> None:
+    """Map Java key/trust stores (JKS, PKCS12, PEM) to librdkafka's settings.
+
+    JKS and PKCS12 truststores and JKS keystores are converted to private PEM files
+    (``stores``); PKCS12 keystores are read by librdkafka itself.
+    """
     engine, conf = translation.engine, translation.conf
     trust = engine.pop("ssl.truststore.location", None)
-    trust_type = engine.pop("ssl.truststore.type", "JKS").upper()
-    engine.pop("ssl.truststore.password", None)
-    if trust:
-        if trust_type != "PEM":
-            raise ConfigError(f"{source}: ssl.truststore.type={trust_type} is not supported yet; "
-                              "use a PEM truststore (ssl.truststore.type=PEM)")
-        conf["ssl.ca.location"] = trust
+    trust_type = engine.pop("ssl.truststore.type", "JKS").strip().upper()
+    trust_password = engine.pop("ssl.truststore.password", None)
     key = engine.pop("ssl.keystore.location", None)
-    key_type = engine.pop("ssl.keystore.type", "JKS").upper()
+    key_type = engine.pop("ssl.keystore.type", "JKS").strip().upper()
     key_password = engine.pop("ssl.keystore.password", None)
-    if key:
-        if key_type == "PKCS12":
-            conf["ssl.keystore.location"] = key
-            if key_password is not None:
-                conf["ssl.keystore.password"] = key_password
-        elif key_type == "PEM":
-            conf["ssl.certificate.location"] = key
-            conf["ssl.key.location"] = key
-        else:
-            raise ConfigError(f"{source}: ssl.keystore.type={key_type} is not supported yet; "
-                              "use PKCS12 or PEM")
+    try:
+        if trust:
+            conf["ssl.ca.location"] = (trust if trust_type == "PEM" else
+                                       stores.truststore_to_pem(trust, trust_type, trust_password, tag))
+        if key:
+            if key_type == "PKCS12":
+                conf["ssl.keystore.location"] = key
+                if key_password is not None:
+                    conf["ssl.keystore.password"] = key_password
+            elif key_type == "PEM":
+                conf["ssl.certificate.location"] = key
+                conf["ssl.key.location"] = key
+            elif key_type == "JKS":
+                cert, private_key, secret = stores.jks_keystore_to_pem(
+                    key, key_password, conf.get("ssl.key.password"), tag)
+                conf.update({"ssl.certificate.location": cert, "ssl.key.location": private_key})
+                if secret:
+                    conf["ssl.key.password"] = secret
+            else:
+                raise ConfigError(f"ssl.keystore.type={key_type} is not supported (JKS, PKCS12 or PEM)")
+    except ConfigError as exc:
+        raise ConfigError(f"{source}: {exc}") from None
 
 
 def check_librdkafka(conf: Dict[str, str], source: str, role: str) -> Dict[str, str]:
@@ -185,7 +196,7 @@ def check_librdkafka(conf: Dict[str, str], source: str, role: str) -> Dict[str, 
 def build_consumer_conf(props: Dict[str, str], source: str):
     translation = translate(props, "consumer")
     _log_notes(translation, source)
-    _resolve_ssl(translation, source)
+    _resolve_ssl(translation, source, "consumer")
     conf = _apply_defaults(translation.conf, CONSUMER_DEFAULTS)
     if not conf.get("group.id"):
         raise ConfigError(f"{source}: group.id is missing (the mirror threads share one consumer group)")
@@ -201,7 +212,7 @@ def build_consumer_conf(props: Dict[str, str], source: str):
 def build_producer_conf(props: Dict[str, str], source: str):
     translation = translate(props, "producer")
     _log_notes(translation, source)
-    _resolve_ssl(translation, source)
+    _resolve_ssl(translation, source, "producer")
     conf = _apply_defaults(translation.conf, PRODUCER_DEFAULTS)
     if not conf.get("bootstrap.servers"):
         raise ConfigError(f"{source}: bootstrap.servers is missing")

@@ -59,12 +59,15 @@ class EmbeddedBroker:
     """One Tansu broker process; ``bootstrap`` is its ``host:port``."""
 
     def __init__(self, name: str, log_dir: os.PathLike, port: Optional[int] = None,
-                 advertised_port: Optional[int] = None) -> None:
+                 advertised_port: Optional[int] = None, client_conf: Optional[dict] = None) -> None:
+        """``advertised_port``/``client_conf``: for a broker behind a front (e.g. TLS), the
+        port clients must use and the client settings the readiness check needs to get through."""
         self.name = name
         self.cluster_id = f"{name}-{uuid.uuid4().hex[:8]}"
         self.log_dir = Path(log_dir)
         self.port = port
         self.advertised_port = advertised_port
+        self.client_conf = dict(client_conf or {})
         self.process: Optional[subprocess.Popen] = None
 
     @property
@@ -122,7 +125,8 @@ class EmbeddedBroker:
             except OSError:
                 time.sleep(0.02)
                 continue
-            admin = AdminClient({"bootstrap.servers": f"127.0.0.1:{self.port}", "logger": quiet})
+            admin = AdminClient({**self.client_conf, "bootstrap.servers": self.bootstrap,
+                                 "logger": quiet})
             try:
                 cluster = admin.describe_cluster(request_timeout=2).result()
                 if cluster.cluster_id == self.cluster_id and self.process.poll() is None:

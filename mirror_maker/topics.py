@@ -29,7 +29,50 @@ def kafka_include_string(raw: str) -> str:
     return text.lstrip("\"'").rstrip("\"'")
 
 
+def _unquote(regex: str) -> str:
+    r"""Java's ``\Q...\E`` literal quoting becomes escaped text."""
+    return re.sub(r"\\Q(.*?)(?:\\E|$)", lambda m: re.escape(m.group(1)), regex, flags=re.S)
+
+
+def _inline_flags(regex: str) -> str:
+    """Java allows ``(?i)`` anywhere and it applies from there on; Python only at the start.
+
+    A top-level flag group in the middle becomes a scoped group around the rest of the pattern.
+    Java's ``u`` (Unicode case) is what Python does already; ``d`` (Unix lines) has no equivalent.
+    """
+    depth, i = 0, 0
+    while i < len(regex):
+        char = regex[i]
+        if char == "\\":
+            i += 2
+            continue
+        if char == "[":
+            close = regex.find("]", i + 2)
+            i = (close if close > 0 else len(regex)) + 1
+            continue
+        match = re.match(r"\(\?([a-zA-Z]+)\)", regex[i:])
+        if match:
+            flags = match.group(1).replace("u", "")
+            if "d" in flags or not set(flags) <= set("imsx"):
+                raise ConfigError(f"the include regex uses the Java flag group {match.group(0)}, "
+                                  "which has no Python equivalent here")
+            rest = regex[i + match.end():]
+            if i == 0 and depth == 0:
+                return (f"(?{flags})" if flags else "") + _inline_flags(rest)
+            if depth == 0:
+                inner = _inline_flags(rest)
+                return regex[:i] + (f"(?{flags}:{inner})" if flags else inner)
+        if char == "(":
+            depth += 1
+        elif char == ")":
+            depth -= 1
+        i += 1
+    return regex
+
+
 def _translate_java(regex: str) -> str:
+    regex = _inline_flags(_unquote(regex))
+    regex = regex.replace("\\z", "\\Z")
     regex = re.sub(r"\(\?<([A-Za-z][A-Za-z0-9]*)>", r"(?P<\1>", regex)
     regex = re.sub(r"\\k<([A-Za-z][A-Za-z0-9]*)>", r"(?P=\1)", regex)
 
@@ -55,6 +98,8 @@ def compile_include(raw: str) -> Pattern[str]:
         raise ConfigError("--include: the topic regex is empty")
     try:
         return re.compile(_translate_java(cleaned))
+    except ConfigError as exc:
+        raise ConfigError(f"--include: {exc}") from None
     except re.error as exc:
         raise ConfigError(f"--include: {cleaned} is an invalid regex: {exc}") from None
 

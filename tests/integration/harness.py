@@ -77,19 +77,23 @@ class Cluster:
     name: str
     bootstrap: str
     broker: object = None
+    client_conf: Optional[dict] = None  # e.g. TLS settings, for every client the tests make
 
     def admin(self) -> AdminClient:
         if not hasattr(self, "_admin"):
-            self._admin = AdminClient({"bootstrap.servers": self.bootstrap, "logger": _quiet})
+            self._admin = AdminClient({**(self.client_conf or {}), "bootstrap.servers": self.bootstrap,
+                                       "logger": _quiet})
         return self._admin
 
     def producer(self, **overrides) -> Producer:
-        conf = {"bootstrap.servers": self.bootstrap, "linger.ms": 5, "logger": _quiet}
+        conf = {**(self.client_conf or {}), "bootstrap.servers": self.bootstrap, "linger.ms": 5,
+                "logger": _quiet}
         conf.update(overrides)
         return Producer(conf)
 
     def consumer(self, group: Optional[str] = None, **overrides) -> Consumer:
-        conf = {"bootstrap.servers": self.bootstrap, "group.id": group or unique("reader"),
+        conf = {**(self.client_conf or {}), "bootstrap.servers": self.bootstrap,
+                "group.id": group or unique("reader"),
                 "enable.auto.commit": False, "auto.offset.reset": "earliest",
                 "enable.partition.eof": True, "logger": _quiet, **GROUP_SETTINGS}
         conf.update(overrides)

@@ -39,13 +39,20 @@ def test_internal_topics_skipped_unless_asked():
     ("\\p{Lower}+", "abc", "aBc"),
     ("\\P{Digit}+", "abc", "a1c"),
     ("a*+b", "aab", "aa"),          # possessive quantifier
+    ("orders-(?i)eu", "orders-EU", "ORDERS-eu"),  # a flag group applies from where it stands
+    ("(?i)orders", "ORDERS", "orders-x"),
+    ("(?iu)caf\u00e9", "CAF\u00c9", "cafe"),
+    ("\\Qa.b\\E.*", "a.bc", "axbc"),  # \Q...\E quotes literally
+    ("(?<x>a)\\k<x>", "aa", "ab"),
+    ("topic\\z", "topic", "topicx"),
 ])
 def test_java_constructs(java, matches, rejects):
     pattern = compile_include(java)
     assert pattern.fullmatch(matches) and not pattern.fullmatch(rejects)
 
 
-@pytest.mark.parametrize("bad", ["*", "a(", "\\p{InGreek}"])
+@pytest.mark.parametrize("bad", ["*", "a(", "\\p{InGreek}", "a(?d)b"])
 def test_invalid_regex_is_a_config_error(bad):
-    with pytest.raises(ConfigError):
+    with pytest.raises(ConfigError) as info:
         compile_include(bad)
+    assert str(info.value).startswith("--include: ")

@@ -1,0 +1,59 @@
+"""A real TLS mirror: Java-style properties files pointing at JKS stores made in the test."""
+
+import signal
+
+import pytest
+
+from mirror_maker.embedded import EmbeddedBroker, free_port
+
+from .harness import Cluster, MirrorProcess, make_records, mirror_args, mirror_files
+from ..tls_material import make_tls_files, pem_client_conf
+from .tls import TlsFront
+
+
+@pytest.mark.embedded_only
+def test_mirror_to_a_tls_target_with_jks_stores(tmp_path, source):
+    tls = make_tls_files(tmp_path)
+    tls_port, plain_port = free_port(), free_port()
+    front = TlsFront(tls_port, plain_port, tls)
+    broker = EmbeddedBroker("tls-target", tmp_path, port=plain_port, advertised_port=tls_port,
+                            client_conf=pem_client_conf(tls))
+    try:
+        broker.start()
+        tls_target = Cluster("tls-target", broker.bootstrap, client_conf=pem_client_conf(tls))
+        topic = source.create_topic("tls", partitions=2)
+        source.seed(topic, make_records(300))
+        files = mirror_files(tmp_path, source, Cluster("tls", f"127.0.0.1:{tls_port}"), producer={
+            "security.protocol": "SSL",
+            "ssl.truststore.location": tls.truststore_jks,
+            "ssl.truststore.password": tls.store_password,
+            "ssl.keystore.location": tls.keystore_jks,
+            "ssl.keystore.password": tls.store_password,
+            "ssl.key.password": tls.key_password,
+            "ssl.endpoint.identification.algorithm": "https",
+        })
+        mirror = MirrorProcess(mirror_args(files, topic), tmp_path / "m.log")
+        try:
+            rows = tls_target.read_all(topic, expected=300, timeout_s=60)
+            assert len(rows) == 300
+        finally:
+            assert mirror.stop(signal.SIGTERM) == 143, mirror.log()
+        assert front.handshakes > 0  # the records went through TLS, client certificate checked
+        log = mirror.log()
+        assert "SSL handshake failed" not in log
+        for secret in (tls.store_password, tls.key_password):
+            assert secret not in log
+    finally:
+        front.close()
+        broker.stop()
+
+
+def test_wrong_truststore_password_is_a_clear_startup_error(tmp_path, source):
+    tls = make_tls_files(tmp_path)
+    files = mirror_files(tmp_path, source, Cluster("tls", "127.0.0.1:1"), producer={
+        "security.protocol": "SSL", "ssl.truststore.location": tls.truststore_jks,
+        "ssl.truststore.password": "not-the-password"})
+    mirror = MirrorProcess(mirror_args(files, "t"), tmp_path / "m.log")
+    assert mirror.wait(30) == 1
+    assert "wrong password" in mirror.log() and "not-the-password" not in mirror.log()
+    assert "Traceback" not in mirror.log()

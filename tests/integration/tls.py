@@ -1,0 +1,76 @@
+"""A TLS front for the test broker.
+
+The test broker cannot serve TLS itself (test-broker.md section 6), so a few lines of Python's
+ssl module terminate TLS on one port and pipe the bytes to the broker's plaintext port; the broker
+advertises the TLS port, so every connection goes through the front.
+"""
+
+from __future__ import annotations
+
+import socket
+import ssl
+import threading
+
+from ..tls_material import TlsFiles
+
+
+class TlsFront:
+    """Terminates TLS (client certificates required) on ``port`` and pipes to ``origin``."""
+
+    def __init__(self, port: int, origin_port: int, files: TlsFiles) -> None:
+        self.port, self.origin_port = port, origin_port
+        self.context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        self.context.load_cert_chain(str(files.server_cert), str(files.server_key))
+        self.context.load_verify_locations(str(files.ca_pem))
+        self.context.verify_mode = ssl.CERT_REQUIRED
+        self.handshakes = 0
+        self.failed_handshakes = 0
+        self._listener = socket.create_server(("127.0.0.1", port))
+        self._stop = threading.Event()
+        threading.Thread(target=self._accept, daemon=True, name="tls-front").start()
+
+    def _accept(self) -> None:
+        self._listener.settimeout(0.2)
+        while not self._stop.is_set():
+            try:
+                conn, _ = self._listener.accept()
+            except OSError:
+                continue
+            threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
+
+    def _serve(self, conn: socket.socket) -> None:
+        try:
+            tls = self.context.wrap_socket(conn, server_side=True)
+        except (ssl.SSLError, OSError):
+            self.failed_handshakes += 1
+            conn.close()
+            return
+        self.handshakes += 1
+        try:
+            origin = socket.create_connection(("127.0.0.1", self.origin_port))
+        except OSError:
+            tls.close()
+            return
+        threading.Thread(target=self._pipe, args=(origin, tls), daemon=True).start()
+        self._pipe(tls, origin)
+
+    @staticmethod
+    def _pipe(src: socket.socket, dst: socket.socket) -> None:
+        try:
+            while True:
+                data = src.recv(65536)
+                if not data:
+                    break
+                dst.sendall(data)
+        except OSError:
+            pass
+        finally:
+            for sock in (src, dst):
+                try:
+                    sock.close()
+                except OSError:
+                    pass
+
+    def close(self) -> None:
+        self._stop.set()
+        self._listener.close()
