@@ -90,12 +90,14 @@ class Checkpoint:
         state: RunState,
         interval_ms: int,
         clock=time.monotonic,
+        metrics=None,
     ) -> None:
         self._producer = producer
         self._committer = committer
         self._state = state
         self._interval_s = interval_ms / 1000.0
         self._clock = clock
+        self._metrics = metrics
         self._last_commit = clock()
         self.pending: Dict[TopicPartition, int] = {}
         self.commits = 0
@@ -118,6 +120,7 @@ class Checkpoint:
         if self._state.failed:
             log.info("Exiting on send failure, skip committing offsets.")
             return False
+        started = time.monotonic()
         wanted = set(partitions) if partitions is not None else None
         offsets = {tp: off for tp, off in self.pending.items() if wanted is None or tp in wanted}
         if not self._producer.flush(deadline):
@@ -129,4 +132,6 @@ class Checkpoint:
             if self.pending.get(tp) == offset:
                 del self.pending[tp]
         self.commits += 1
+        if self._metrics is not None:
+            self._metrics.committed(time.monotonic() - started)
         return True

@@ -101,14 +101,20 @@ def command(**params) -> int:
     shutdown_timeout_ms = params.pop("shutdown_timeout_ms")
     if shutdown_timeout_ms < 0:
         raise ConfigError(f"--shutdown.timeout.ms: {shutdown_timeout_ms} is negative")
+    extensions = {
+        "shutdown_timeout_s": shutdown_timeout_ms / 1000.0,
+        "metrics_port": params.pop("metrics_port"),
+        "metrics_bind": params.pop("metrics_bind"),
+        "status_interval_ms": params.pop("status_interval_ms"),
+        "exit_when_caught_up": params.pop("exit_when_caught_up"),
+    }
 
     from dataclasses import replace
 
     from .config import build_config
     from .runner import load_plugins, run
 
-    config = build_config(include=include, **params)
-    config = replace(config, shutdown_timeout_s=shutdown_timeout_ms / 1000.0)
+    config = replace(build_config(include=include, **params), **extensions)
     handler, listener = load_plugins(config)
     return run(config, handler, listener)
 

@@ -8,7 +8,7 @@ override that weakens a guarantee once, as a WARN naming the risk.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Dict, Optional, Pattern
 
 import confluent_kafka
@@ -56,7 +56,10 @@ class MirrorMakerConfig:
     sync_send: bool = False
     max_block_ms: Optional[int] = None
     shutdown_timeout_s: float = 30.0
-    extras: Dict[str, str] = field(default_factory=dict)
+    metrics_port: Optional[int] = None
+    metrics_bind: str = "0.0.0.0"
+    status_interval_ms: int = 30000
+    exit_when_caught_up: bool = False
 
     @property
     def group_id(self) -> str:
@@ -231,7 +234,6 @@ def build_config(
     message_handler_args: Optional[str] = None,
     rebalance_listener: Optional[str] = None,
     rebalance_listener_args: Optional[str] = None,
-    **extras,
 ) -> MirrorMakerConfig:
     """Read, translate and validate everything; nothing here connects to a cluster."""
     if num_streams < 1:
@@ -266,5 +268,4 @@ def build_config(
         topic_refresh_ms=_int(consumer.get("metadata.max.age.ms", 300000), "metadata.max.age.ms", 1),
         sync_send=producer_type == "sync",
         max_block_ms=_int(max_block, "max.block.ms") if max_block is not None else None,
-        extras={key: str(value) for key, value in extras.items() if value is not None},
     )

@@ -57,6 +57,17 @@ EXTENSION_OPTIONS = [
     (("--log.level",), "log_level",
      "String: DEBUG, INFO, WARN or ERROR (or the MIRROR_MAKER_LOG_LEVEL environment variable).",
      "INFO", {}),
+    (("--metrics.port",), "metrics_port",
+     "Integer: Serve Prometheus metrics on /metrics, and /healthz and /ready, on this port "
+     "(off unless given).", None, dict(type=click.IntRange(0, 65535))),
+    (("--metrics.bind",), "metrics_bind", "String: The address the metrics server listens on.",
+     "0.0.0.0", dict(default="0.0.0.0")),
+    (("--status.interval.ms",), "status_interval_ms",
+     "Integer: Log a status line (rates, lag, dropped, partitions) this often; 0 turns it off.",
+     "30000", dict(type=click.IntRange(min=0), default=30000)),
+    (("--exit.when.caught.up",), "exit_when_caught_up",
+     "Stop, after the final flush and commit, once every assigned partition has reached its end; "
+     "exit 0 and print a summary (for cron).", None, dict(is_flag=True)),
     (("--shutdown.timeout.ms",), "shutdown_timeout_ms",
      "Integer: How long a clean stop may wait for the target to acknowledge queued records "
      "before it exits without committing them.", "30000", dict(type=int, default=30000)),

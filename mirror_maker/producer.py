@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import functools
 import logging
-import threading
 import time
 from typing import List, Optional, Tuple
 
@@ -20,6 +19,8 @@ from confluent_kafka import KafkaError, KafkaException
 
 from .errors import SendFailed
 from .log import librdkafka_logger
+from .metrics import MirrorMetrics
+from .records import TopicPartition
 from .state import RunState
 
 log = logging.getLogger(__name__)
@@ -40,6 +41,7 @@ class MirrorProducer:
         abort_on_send_failure: bool = True,
         sync: bool = False,
         max_block_ms: Optional[int] = None,
+        metrics: Optional[MirrorMetrics] = None,
     ) -> None:
         conf = dict(conf)
         conf.setdefault("client.id", "producer-1")
@@ -49,9 +51,8 @@ class MirrorProducer:
         self._abort = abort_on_send_failure or sync
         self._sync = sync
         self._max_block_s = None if max_block_ms is None else max_block_ms / 1000.0
-        self._lock = threading.Lock()
-        self.dropped = 0
-        self.acked = 0
+        self._metrics = metrics or MirrorMetrics()
+        self._metrics.queue_depth = self.__len__
         self._warned_deadline: Optional[float] = None
 
     def __len__(self) -> int:
@@ -106,7 +107,7 @@ class MirrorProducer:
 
     def _on_delivery(self, source, err, msg) -> None:
         if err is None:
-            self.acked += 1
+            self._metrics.acked(TopicPartition(source[0], source[1]), msg.timestamp()[1])
             return
         if err.code() in _PURGED and self._state.failed:
             return
@@ -114,8 +115,7 @@ class MirrorProducer:
 
     def _send_failed(self, source, topic, key, value, reason: str) -> None:
         src_topic, src_partition, src_offset = source
-        with self._lock:
-            self.dropped += 1
+        self._metrics.dropped_one()
         message = (
             f"Error when sending message from {src_topic}-{src_partition} offset {src_offset} "
             f"to topic {topic} with key: {len(key) if key else 0} bytes, "

@@ -11,15 +11,19 @@ import os
 import signal
 import threading
 import time
-from typing import List, Optional
+from typing import List, Optional, Tuple
 
 from . import exit_codes
 from .admin import TargetTopics, admin_client
 from .config import MirrorMakerConfig
+from .endpoint import OpsServer
 from .handlers import DefaultMessageHandler
+from .metrics import MirrorMetrics
+from .notify import notify
 from .plugins import load_handler, load_listener
 from .producer import MirrorProducer
 from .state import RunState
+from .status import StatusReporter
 from .subscription import TopicSubscription
 from .worker import MirrorThread
 
@@ -27,6 +31,9 @@ log = logging.getLogger("mirror_maker.MirrorMaker")
 
 SIGNAL_EXIT = {signal.SIGTERM: exit_codes.SIGTERM, signal.SIGINT: exit_codes.SIGINT}
 JOIN_GRACE_S = 5.0
+#: A thread whose loop has not come round for this long makes /ready answer 503.
+STALL_S = 30.0
+TICK_S = 0.5
 
 
 def load_plugins(config: MirrorMakerConfig):
@@ -44,40 +51,71 @@ class MirrorMaker:
     def __init__(self, config: MirrorMakerConfig, handler, listener) -> None:
         self.config = config
         self.state = RunState(config.shutdown_timeout_s)
+        self.metrics = MirrorMetrics()
         self._handler = handler
         self._listener = listener
         self.producer: Optional[MirrorProducer] = None
         self.threads: List[MirrorThread] = []
+        self.caught_up = False
+        self.undelivered = 0
+        self._server: Optional[OpsServer] = None
+        self._status: Optional[StatusReporter] = None
         self._previous_handlers = {}
 
     def start(self) -> None:
         config = self.config
         self.producer = MirrorProducer(config.producer, self.state, config.abort_on_send_failure,
-                                       config.sync_send, config.max_block_ms)
+                                       config.sync_send, config.max_block_ms, self.metrics)
         source_admin = admin_client(config.consumer, f"{config.group_id}-admin")
         target_admin = admin_client(config.producer, "producer-1-admin")
         self._subscription = TopicSubscription(
             source_admin, config.include, config.exclude_internal_topics,
             config.topic_refresh_ms, config.consumer["bootstrap.servers"])
         target_topics = TargetTopics(source_admin, target_admin)
-        self._subscription.refresh_if_due()
         self.threads = [
             MirrorThread(i, config, self.producer, self._handler, self._listener, self.state,
-                         self._subscription, target_topics)
+                         self._subscription, target_topics, self.metrics)
             for i in range(config.num_streams)
         ]
+        self._status = StatusReporter(self.metrics, self.threads, config.status_interval_ms / 1000.0,
+                                      progress=config.exit_when_caught_up)
+        self.metrics.assigned_partitions = self._status.assigned
+        if config.metrics_port is not None:
+            self._server = OpsServer(config.metrics_bind, config.metrics_port, self.metrics,
+                                     self.readiness).start()
+        self._subscription.refresh_if_due()
         for thread in self.threads:
             thread.start()
 
+    def readiness(self) -> Tuple[bool, str]:
+        if self.state.stopping:
+            return False, "stopping"
+        if not self._status or self._status.assigned() == 0:
+            return False, "no partitions assigned yet"
+        now = time.monotonic()
+        stalled = [t.name for t in self.threads if now - t.last_progress > STALL_S]
+        if stalled:
+            return False, f"no progress for {STALL_S:.0f} s in {', '.join(stalled)}"
+        return True, f"ready: {self._status.assigned()} partitions assigned"
+
     def run_until_stopped(self) -> None:
-        """Refresh the subscription until a stop is requested or every thread ended."""
+        """Refresh topics, report status and watch for "caught up" until the mirror stops."""
+        notified = False
         while not self.state.stopping and any(t.is_alive() for t in self.threads):
             self._subscription.refresh_if_due()
-            self.state.wait(0.5)
+            self._status.tick()
+            if not notified and self._status.assigned() > 0:
+                notified = notify("READY=1")
+            if self.config.exit_when_caught_up and self._status.caught_up():
+                self.caught_up = True
+                log.info("Every assigned partition is at its end: stopping (--exit.when.caught.up)")
+                break
+            self.state.wait(TICK_S)
         self.state.request_stop()
 
     def shutdown(self) -> None:
         """Wait for the threads (they flush and commit), then close the producer; bounded."""
+        notify("STOPPING=1")
         if self.state.failed:
             log.info("Closing the mirror: a thread failed")
         else:
@@ -90,7 +128,13 @@ class MirrorMaker:
         undelivered = 0
         if self.producer is not None:
             self.producer.close(deadline)
-            undelivered = len(self.producer)
+            undelivered = self.undelivered = len(self.producer)
+        if self._status is not None:
+            self._status.close()
+            if self.threads:
+                self._status.log_line()
+        if self._server is not None:
+            self._server.stop()
         if undelivered and not self.state.failed:
             log.warning("Mirror maker stopped with %d records the target has not acknowledged; "
                         "their offsets were not committed, so they are mirrored again on restart",
@@ -103,6 +147,8 @@ class MirrorMaker:
             return exit_codes.FATAL
         if self.state.stop_signal is not None:
             return SIGNAL_EXIT.get(self.state.stop_signal, exit_codes.FATAL)
+        if self.caught_up and self.undelivered:
+            return exit_codes.FATAL  # a bounded run must not report success with records missing
         return exit_codes.OK
 
     # -- signals -----------------------------------------------------------------------
@@ -140,4 +186,6 @@ def run(config: MirrorMakerConfig, handler=None, listener=None) -> int:
         mirror.restore_signal_handlers()
     if mirror.state.failure is not None:
         log.error("%s - the mirror maker stopped without committing past it", mirror.state.failure)
+    elif mirror.caught_up and mirror.exit_status() == exit_codes.OK:
+        print(mirror._status.summary(), flush=True)
     return mirror.exit_status()

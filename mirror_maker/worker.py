@@ -8,16 +8,19 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from typing import List, Optional
 
 import confluent_kafka
 from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka import TopicPartition as KafkaTopicPartition
 
 from .checkpoint import Checkpoint, OffsetCommitter
 from .config import MirrorMakerConfig
 from .errors import ClientFailed, HandlerFailed, ListenerFailed, MirrorFailure
 from .handlers import DefaultMessageHandler, PartitionPreservingHandler
 from .log import librdkafka_logger
+from .metrics import MirrorMetrics
 from .producer import MirrorProducer
 from .records import ConsumerRecord, TopicPartition
 from .state import RunState
@@ -25,6 +28,7 @@ from .state import RunState
 log = logging.getLogger(__name__)
 
 POLL_TIMEOUT_S = 1.0
+LAG_UPDATE_S = 1.0
 _NO_TIMESTAMP = confluent_kafka.TIMESTAMP_NOT_AVAILABLE
 
 
@@ -35,7 +39,8 @@ class _ThreadLog(logging.LoggerAdapter):
 
 class MirrorThread(threading.Thread):
     def __init__(self, index: int, config: MirrorMakerConfig, producer: MirrorProducer,
-                 handler, listener, state: RunState, subscription, target_topics) -> None:
+                 handler, listener, state: RunState, subscription, target_topics,
+                 metrics: MirrorMetrics) -> None:
         super().__init__(name=f"mirrormaker-thread-{index}", daemon=True)
         self.index = index
         self._config = config
@@ -45,12 +50,19 @@ class MirrorThread(threading.Thread):
         self._state = state
         self._subscription = subscription
         self._target_topics = target_topics
+        self._metrics = metrics
         self._log = _ThreadLog(log, {"name": self.name})
         self._consumer: Optional[confluent_kafka.Consumer] = None
         self._checkpoint: Optional[Checkpoint] = None
         self._subscribed_version = -1
         self.assigned: set = set()
-        self.consumed = 0
+        #: Assigned partitions whose last event was partition EOF: caught up at the last fetch.
+        self.at_end: set = set()
+        #: True once this thread's consumer took part in a rebalance (even with no partitions).
+        self.rebalanced = False
+        #: ``time.monotonic()`` of the last loop iteration: /ready checks the loop is not stuck.
+        self.last_progress = time.monotonic()
+        self._next_lag_update = 0.0
         self._fast_keep_partition = {DefaultMessageHandler: False,
                                      PartitionPreservingHandler: True}.get(type(handler))
 
@@ -61,9 +73,11 @@ class MirrorThread(threading.Thread):
         try:
             conf = self._config.consumer_conf(self.index)
             conf["logger"] = librdkafka_logger(conf["client.id"])
+            conf["enable.partition.eof"] = True  # "caught up" comes from the fetches themselves
             self._consumer = confluent_kafka.Consumer(conf)
             self._checkpoint = Checkpoint(self._producer, OffsetCommitter(self._consumer),
-                                          self._state, self._config.offset_commit_interval_ms)
+                                          self._state, self._config.offset_commit_interval_ms,
+                                          metrics=self._metrics)
             self._loop()
         except MirrorFailure as exc:
             self._state.fail(exc)
@@ -106,6 +120,7 @@ class MirrorThread(threading.Thread):
         consumer, checkpoint, producer = self._consumer, self._checkpoint, self._producer
         batch_size = self._config.batch_size
         while not self._state.stopping:
+            self.last_progress = time.monotonic()
             if not self._maybe_subscribe():
                 self._state.wait(POLL_TIMEOUT_S)
                 continue
@@ -115,6 +130,9 @@ class MirrorThread(threading.Thread):
             producer.poll()
             if checkpoint.due() and not self._state.stopping:
                 checkpoint.commit()
+            if self.last_progress >= self._next_lag_update:
+                self._next_lag_update = self.last_progress + LAG_UPDATE_S
+                self._update_lag()
 
     def _maybe_subscribe(self) -> bool:
         version, topics = self._subscription.current()
@@ -132,24 +150,48 @@ class MirrorThread(threading.Thread):
         pending = self._checkpoint.pending
         send = self._producer.send
         keep_partition = self._fast_keep_partition
+        at_end = self.at_end
+        batch: dict = {}  # tp -> [records, bytes, age min, age max, age sum, aged]
+        now_ms = time.time() * 1000.0
         for msg in messages:
             err = msg.error()
             if err is not None:
-                self._consume_error(err)
+                if err.code() == KafkaError._PARTITION_EOF:
+                    at_end.add(TopicPartition(msg.topic(), msg.partition()))
+                else:
+                    self._consume_error(err)
                 continue
             topic, partition, offset = msg.topic(), msg.partition(), msg.offset()
+            tp = TopicPartition(topic, partition)
             ts_type, timestamp = msg.timestamp()
             if ts_type == _NO_TIMESTAMP or timestamp < 0:
                 timestamp = None
+            value = msg.value()
             if keep_partition is not None:
-                send(topic, msg.value(), msg.key(), partition if keep_partition else None,
+                send(topic, value, msg.key(), partition if keep_partition else None,
                      timestamp, msg.headers(), (topic, partition, offset))
             else:
                 self._handle(msg, topic, partition, offset, timestamp)
             if self._state.failed:
                 return
-            pending[TopicPartition(topic, partition)] = offset + 1
-        self.consumed += len(messages)
+            pending[tp] = offset + 1
+            stats = batch.get(tp)
+            if stats is None:
+                stats = batch[tp] = [0, 0, float("inf"), float("-inf"), 0.0, 0]
+                at_end.discard(tp)
+            stats[0] += 1
+            if value is not None:
+                stats[1] += len(value)
+            if timestamp is not None:
+                age = now_ms - timestamp
+                if age < stats[2]:
+                    stats[2] = age
+                if age > stats[3]:
+                    stats[3] = age
+                stats[4] += age
+                stats[5] += 1
+        for tp, stats in batch.items():
+            self._metrics.consumed(tp, *stats)
 
     def _handle(self, msg, topic: str, partition: int, offset: int, timestamp) -> None:
         record = ConsumerRecord(topic, partition, offset, timestamp, msg.key(), msg.value(),
@@ -167,17 +209,41 @@ class MirrorThread(threading.Thread):
                                 f"{type(exc).__name__}: {exc}") from None
 
     def _consume_error(self, err: KafkaError) -> None:
-        if err.code() == KafkaError._PARTITION_EOF:
-            return
         if err.fatal():
             raise ClientFailed(f"{self.name}: fatal consumer error: {err.str()}")
         self._log.warning("Consumer error (librdkafka retries it): %s", err.str())
+
+    def _update_lag(self) -> None:
+        """Lag per assigned partition: the high watermark from the last fetch minus the position.
+
+        The cached, fetch-carried watermark is used on purpose: it needs no request, and some
+        brokers answer ListOffsets(latest) wrongly after multi-record batches.
+        """
+        if not self.assigned:
+            return
+        try:
+            positions = self._consumer.position(
+                [KafkaTopicPartition(tp.topic, tp.partition) for tp in self.assigned])
+        except KafkaException:
+            return
+        for position in positions:
+            tp = TopicPartition(position.topic, position.partition)
+            try:
+                _low, high = self._consumer.get_watermark_offsets(position, cached=True)
+            except KafkaException:
+                continue
+            if tp in self.at_end:
+                self._metrics.set_lag(tp, 0)
+            elif high >= 0 and position.offset >= 0:
+                self._metrics.set_lag(tp, max(0, high - position.offset))
 
     # -- the internal rebalance listener -------------------------------------------------
 
     def _on_assign(self, consumer, partitions) -> None:
         tps = [TopicPartition(p.topic, p.partition) for p in partitions]
         self.assigned.update(tps)
+        self.rebalanced = True
+        self._metrics.rebalanced("assigned")
         self._log.info("Assigned %s", _describe(tps))
         if tps:
             self._ensure_target_topics(tps)
@@ -191,16 +257,22 @@ class MirrorThread(threading.Thread):
             self._log.info("Exiting on send failure, skip committing offsets.")
         else:
             self._checkpoint.commit(tps, deadline=self._state.deadline)
-        self._checkpoint.discard(tps)
-        self.assigned.difference_update(tps)
+        self._forget(tps)
+        self._metrics.rebalanced("revoked")
         self._call_listener("on_partitions_revoked", tps)
 
     def _on_lost(self, consumer, partitions) -> None:
         tps = [TopicPartition(p.topic, p.partition) for p in partitions]
         self._log.warning("Lost %s; their uncommitted offsets are discarded", _describe(tps))
+        self._forget(tps)
+        self._metrics.rebalanced("lost")
+        self._call_listener("on_partitions_lost", tps)
+
+    def _forget(self, tps: List[TopicPartition]) -> None:
         self._checkpoint.discard(tps)
         self.assigned.difference_update(tps)
-        self._call_listener("on_partitions_lost", tps)
+        self.at_end.difference_update(tps)
+        self._metrics.forget_lag(tps)
 
     def _ensure_target_topics(self, tps: List[TopicPartition]) -> None:
         target_topics = getattr(self._handler, "target_topics", lambda topic: [topic])

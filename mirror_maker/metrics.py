@@ -1,0 +1,210 @@
+"""What the mirror measures, kept in plain Python counters on the hot path and exported to
+Prometheus only when scraped (a custom collector), so mirroring pays no per-record library cost.
+
+Names follow MirrorMaker: Kafka's only MirrorMaker v1 metric, ``MirrorMaker-numDroppedMessages``
+(``mirrormaker_dropped_messages_total`` here), and MirrorMaker 2's per-partition record-count,
+byte-count, record-age-ms and replication-latency-ms (min/max/avg over the last 30-60 s, as
+Kafka's two-sample windows), labelled with the *source* topic and partition, plus consumer lag,
+commits, rebalances and the producer's queue depth.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Callable, Dict, Iterable, Optional
+
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
+
+from .records import TopicPartition
+
+WINDOW_S = 30.0
+COMMIT_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
+
+
+class WindowStat:
+    """min/max/avg over the current and the previous window (Kafka's two-sample stats)."""
+
+    __slots__ = ("_window_s", "_start", "_current", "_previous")
+
+    def __init__(self, window_s: float = WINDOW_S) -> None:
+        self._window_s = window_s
+        self._start = 0.0
+        self._current = [float("inf"), float("-inf"), 0.0, 0]
+        self._previous = [float("inf"), float("-inf"), 0.0, 0]
+
+    def _roll(self, now: float) -> None:
+        if now - self._start >= self._window_s:
+            elapsed_windows = (now - self._start) // self._window_s
+            self._previous = self._current if elapsed_windows < 2 else [float("inf"), float("-inf"), 0.0, 0]
+            self._current = [float("inf"), float("-inf"), 0.0, 0]
+            self._start = now
+
+    def record_many(self, low: float, high: float, total: float, count: int, now: float) -> None:
+        self._roll(now)
+        current = self._current
+        if low < current[0]:
+            current[0] = low
+        if high > current[1]:
+            current[1] = high
+        current[2] += total
+        current[3] += count
+
+    def values(self, now: float):
+        """(min, max, avg), or None when nothing was recorded in the last two windows."""
+        self._roll(now)
+        low = min(self._current[0], self._previous[0])
+        high = max(self._current[1], self._previous[1])
+        count = self._current[3] + self._previous[3]
+        if not count:
+            return None
+        return low, high, (self._current[2] + self._previous[2]) / count
+
+
+class PartitionStats:
+    __slots__ = ("records", "bytes", "acked", "age", "latency", "lag")
+
+    def __init__(self) -> None:
+        self.records = 0
+        self.bytes = 0
+        self.acked = 0
+        self.age = WindowStat()
+        self.latency = WindowStat()
+        self.lag: Optional[int] = None
+
+
+class MirrorMetrics:
+    """All the mirror's numbers; every method is safe to call from any mirror thread."""
+
+    def __init__(self, clock: Callable[[], float] = time.time) -> None:
+        self._clock = clock
+        self._lock = threading.Lock()
+        self.partitions: Dict[TopicPartition, PartitionStats] = {}
+        self.dropped = 0
+        self.commits = 0
+        self.commit_seconds_sum = 0.0
+        self.commit_buckets = [0] * len(COMMIT_BUCKETS)
+        self.rebalances = {"assigned": 0, "revoked": 0, "lost": 0}
+        self.queue_depth: Callable[[], int] = lambda: 0
+        self.assigned_partitions: Callable[[], int] = lambda: 0
+
+    def _stats(self, tp: TopicPartition) -> PartitionStats:
+        stats = self.partitions.get(tp)
+        if stats is None:
+            with self._lock:
+                stats = self.partitions.setdefault(tp, PartitionStats())
+        return stats
+
+    # -- updates (hot path: called once per batch and partition, or once per ack) --------
+
+    def consumed(self, tp: TopicPartition, records: int, nbytes: int,
+                 age_min: float, age_max: float, age_sum: float, aged: int) -> None:
+        stats = self._stats(tp)
+        with self._lock:
+            stats.records += records
+            stats.bytes += nbytes
+            if aged:
+                stats.age.record_many(age_min, age_max, age_sum, aged, self._clock())
+
+    def acked(self, tp: TopicPartition, timestamp_ms: Optional[int]) -> None:
+        stats = self._stats(tp)
+        now = self._clock()
+        with self._lock:
+            stats.acked += 1
+            if timestamp_ms is not None and timestamp_ms > 0:
+                latency = now * 1000.0 - timestamp_ms
+                stats.latency.record_many(latency, latency, latency, 1, now)
+
+    def dropped_one(self) -> None:
+        with self._lock:
+            self.dropped += 1
+
+    def committed(self, seconds: float) -> None:
+        with self._lock:
+            self.commits += 1
+            self.commit_seconds_sum += seconds
+            for i, bound in enumerate(COMMIT_BUCKETS):
+                if seconds <= bound:
+                    self.commit_buckets[i] += 1
+
+    def rebalanced(self, event: str) -> None:
+        with self._lock:
+            self.rebalances[event] += 1
+
+    def set_lag(self, tp: TopicPartition, lag: Optional[int]) -> None:
+        self._stats(tp).lag = lag
+
+    def forget_lag(self, tps: Iterable[TopicPartition]) -> None:
+        for tp in tps:
+            stats = self.partitions.get(tp)
+            if stats is not None:
+                stats.lag = None
+
+    # -- reading ------------------------------------------------------------------------
+
+    def totals(self) -> dict:
+        with self._lock:
+            parts = list(self.partitions.values())
+            return {
+                "records": sum(p.records for p in parts),
+                "bytes": sum(p.bytes for p in parts),
+                "acked": sum(p.acked for p in parts),
+                "lag": sum(p.lag for p in parts if p.lag is not None),
+                "dropped": self.dropped,
+                "commits": self.commits,
+            }
+
+    def collect(self):
+        """The prometheus_client collector protocol: build every family at scrape time."""
+        now = self._clock()
+        with self._lock:
+            items = sorted(self.partitions.items())
+            dropped, commits, commit_sum = self.dropped, self.commits, self.commit_seconds_sum
+            buckets, rebalances = list(self.commit_buckets), dict(self.rebalances)
+        labels = ["topic", "partition"]
+        families = {
+            "records": CounterMetricFamily("mirrormaker_record_count", "Records consumed from the source "
+                                           "(MirrorMaker 2 record-count)", labels=labels),
+            "acked": CounterMetricFamily("mirrormaker_records_acknowledged", "Records the target "
+                                         "acknowledged", labels=labels),
+            "bytes": CounterMetricFamily("mirrormaker_byte_count", "Value bytes consumed (MirrorMaker 2 "
+                                         "byte-count; rate() gives byte-rate)", labels=labels),
+            "lag": GaugeMetricFamily("mirrormaker_consumer_lag", "Records behind the source's high "
+                                     "watermark", labels=labels),
+        }
+        windows = {}
+        for name, help_text in (("record_age_ms", "now - record timestamp when consumed"),
+                                ("replication_latency_ms", "now - record timestamp when acknowledged")):
+            for stat in ("min", "max", "avg"):
+                windows[(name, stat)] = GaugeMetricFamily(
+                    f"mirrormaker_{name}_{stat}", f"{help_text} ({stat}, last 30-60 s)", labels=labels)
+        for tp, stats in items:
+            values = [tp.topic, str(tp.partition)]
+            families["records"].add_metric(values, stats.records)
+            families["acked"].add_metric(values, stats.acked)
+            families["bytes"].add_metric(values, stats.bytes)
+            if stats.lag is not None:
+                families["lag"].add_metric(values, stats.lag)
+            for name, window in (("record_age_ms", stats.age), ("replication_latency_ms", stats.latency)):
+                result = window.values(now)
+                if result is not None:
+                    for stat, value in zip(("min", "max", "avg"), result):
+                        windows[(name, stat)].add_metric(values, value)
+        yield from families.values()
+        yield from windows.values()
+        yield CounterMetricFamily("mirrormaker_dropped_messages", "Records that could not be sent "
+                                  "(Kafka's MirrorMaker-numDroppedMessages)", value=dropped)
+        # ``committed`` counts a cycle in every bucket it fits, so the buckets are cumulative.
+        cumulative = [(str(bound), count) for bound, count in zip(COMMIT_BUCKETS, buckets)]
+        cumulative.append(("+Inf", commits))
+        yield HistogramMetricFamily("mirrormaker_commit_latency_seconds", "Flush-then-commit cycles "
+                                    "and how long each took", buckets=cumulative, sum_value=commit_sum)
+        rebalance = CounterMetricFamily("mirrormaker_rebalances", "Rebalance events seen by the "
+                                        "mirror threads", labels=["event"])
+        for event, count in rebalances.items():
+            rebalance.add_metric([event], count)
+        yield rebalance
+        yield GaugeMetricFamily("mirrormaker_producer_queue_depth", "Records waiting in the "
+                                "producer for the target's acknowledgement", value=self.queue_depth())
+        yield GaugeMetricFamily("mirrormaker_assigned_partitions", "Source partitions assigned to "
+                                "this process", value=self.assigned_partitions())

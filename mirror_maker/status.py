@@ -1,0 +1,85 @@
+"""The periodic status line, and the bounded run's "caught up" check with its progress display.
+
+Every ``--status.interval.ms`` one INFO line says how fast the mirror goes and how far behind it
+is. With ``--exit.when.caught.up`` the mirror stops (flushing and committing as on SIGTERM) and
+exits 0 once every assigned partition reached its end at a check; on a terminal a tqdm bar shows
+the remaining lag, off a terminal the status lines do.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+import time
+from typing import Callable, List, Optional
+
+from .metrics import MirrorMetrics
+
+log = logging.getLogger("mirror_maker.status")
+
+
+class StatusReporter:
+    def __init__(self, metrics: MirrorMetrics, threads: List, interval_s: float,
+                 progress: bool = False, clock: Callable[[], float] = time.monotonic) -> None:
+        self._metrics = metrics
+        self._threads = threads
+        self._interval_s = interval_s
+        self._clock = clock
+        self._started = clock()
+        self._last_time = self._started
+        self._last = metrics.totals()
+        self._bar = None
+        self._progress = progress and sys.stderr.isatty()
+
+    def assigned(self) -> int:
+        return sum(len(thread.assigned) for thread in self._threads)
+
+    def tick(self) -> None:
+        """Called often by the runner; logs when the interval passed, updates the bar."""
+        now = self._clock()
+        if self._progress:
+            self._update_bar()
+        if self._interval_s > 0 and now - self._last_time >= self._interval_s:
+            self.log_line(now)
+
+    def log_line(self, now: Optional[float] = None) -> None:
+        now = self._clock() if now is None else now
+        totals = self._metrics.totals()
+        elapsed = max(now - self._last_time, 1e-9)
+        rate = (totals["records"] - self._last["records"]) / elapsed
+        mbps = (totals["bytes"] - self._last["bytes"]) / elapsed / 1e6
+        log.info("Status: %.1f records/s, %.2f MB/s, lag %d, dropped %d, %d partitions assigned, "
+                 "%d records mirrored in total", rate, mbps, totals["lag"], totals["dropped"],
+                 self.assigned(), totals["acked"])
+        self._last, self._last_time = totals, now
+
+    def caught_up(self) -> bool:
+        """Every thread has taken part in a rebalance, some partition is assigned, and every
+        assigned partition is at its end (a partition-EOF event after its last record)."""
+        if not self._threads or not all(t.rebalanced for t in self._threads):
+            return False
+        if self.assigned() == 0:
+            return False
+        return all(thread.assigned <= thread.at_end for thread in self._threads)
+
+    def summary(self) -> str:
+        totals = self._metrics.totals()
+        seconds = self._clock() - self._started
+        return (f"Caught up: {totals['acked']} records ({totals['bytes'] / 1e6:.2f} MB of values) "
+                f"mirrored in {seconds:.1f} s, {totals['dropped']} dropped; every assigned "
+                f"partition is at its end and committed")
+
+    def _update_bar(self) -> None:
+        lag = self._metrics.totals()["lag"]
+        if self._bar is None:
+            from tqdm import tqdm
+
+            self._bar = tqdm(total=max(lag, 1), desc="remaining lag", unit="rec", file=sys.stderr)
+        if lag > self._bar.total:
+            self._bar.total = lag
+        self._bar.n = self._bar.total - lag
+        self._bar.refresh()
+
+    def close(self) -> None:
+        if self._bar is not None:
+            self._bar.close()

@@ -1,0 +1,115 @@
+"""Metric bookkeeping, the Prometheus exposition, the dashboard, the status line and sd_notify."""
+
+import json
+import re
+import socket
+from pathlib import Path
+from types import SimpleNamespace
+
+from prometheus_client import CollectorRegistry, generate_latest
+
+from mirror_maker.metrics import MirrorMetrics, WindowStat
+from mirror_maker.notify import notify
+from mirror_maker.records import TopicPartition
+from mirror_maker.status import StatusReporter
+
+ROOT = Path(__file__).resolve().parents[2]
+TP = TopicPartition("orders", 2)
+
+
+def exposition(metrics: MirrorMetrics) -> str:
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(metrics)
+    return generate_latest(registry).decode()
+
+
+def test_window_stat_keeps_two_windows():
+    stat = WindowStat(window_s=10)
+    stat.record_many(5, 9, 14, 2, now=0)
+    stat.record_many(1, 1, 1, 1, now=12)     # second window
+    assert stat.values(now=15) == (1, 9, 5.0)
+    assert stat.values(now=25) == (1, 1, 1.0)  # the first window dropped out
+    assert stat.values(now=60) is None
+
+
+def test_exposition_has_the_mirrormaker_metrics():
+    now = [1000.0]
+    metrics = MirrorMetrics(clock=lambda: now[0])
+    metrics.consumed(TP, 3, 300, 10.0, 30.0, 60.0, 3)
+    metrics.acked(TP, int(now[0] * 1000) - 50)
+    metrics.dropped_one()
+    metrics.committed(0.02)
+    metrics.rebalanced("assigned")
+    metrics.set_lag(TP, 7)
+    text = exposition(metrics)
+    labels = 'partition="2",topic="orders"'
+    assert f"mirrormaker_record_count_total{{{labels}}} 3.0" in text
+    assert f"mirrormaker_byte_count_total{{{labels}}} 300.0" in text
+    assert f"mirrormaker_records_acknowledged_total{{{labels}}} 1.0" in text
+    assert f"mirrormaker_consumer_lag{{{labels}}} 7.0" in text
+    assert f"mirrormaker_record_age_ms_avg{{{labels}}} 20.0" in text
+    assert f"mirrormaker_replication_latency_ms_max{{{labels}}} 50.0" in text
+    assert "mirrormaker_dropped_messages_total 1.0" in text
+    assert 'mirrormaker_commit_latency_seconds_bucket{le="0.025"} 1.0' in text
+    assert 'mirrormaker_commit_latency_seconds_bucket{le="0.01"} 0.0' in text
+    assert "mirrormaker_commit_latency_seconds_count 1.0" in text
+    assert 'mirrormaker_rebalances_total{event="assigned"} 1.0' in text
+
+
+def test_grafana_dashboard_uses_only_exported_metrics():
+    exported = set(re.findall(r"^# TYPE (\w+)", exposition(MirrorMetrics()), re.M))
+    exported |= {f"{name}_total" for name in exported} | {f"{name}_bucket" for name in exported}
+    dashboard = json.loads((ROOT / "config" / "grafana-dashboard.json").read_text())
+    used = {name for panel in dashboard["panels"] for target in panel["targets"]
+            for name in re.findall(r"\b(mirrormaker_\w+)", target["expr"])}
+    assert used and used <= exported, used - exported
+
+
+def thread(assigned, at_end, rebalanced=True):
+    return SimpleNamespace(assigned=set(assigned), at_end=set(at_end), rebalanced=rebalanced)
+
+
+def test_caught_up_needs_every_assigned_partition_at_its_end():
+    a, b = TopicPartition("t", 0), TopicPartition("t", 1)
+    metrics = MirrorMetrics()
+    assert not StatusReporter(metrics, [thread([a], [])], 30).caught_up()
+    assert StatusReporter(metrics, [thread([a], [a]), thread([b], [b])], 30).caught_up()
+    assert not StatusReporter(metrics, [thread([a], [a]), thread([], [], rebalanced=False)], 30).caught_up()
+    assert StatusReporter(metrics, [thread([a], [a]), thread([], [])], 30).caught_up()
+    assert not StatusReporter(metrics, [thread([], [])], 30).caught_up()
+
+
+def test_status_line(caplog):
+    now = [0.0]
+    metrics = MirrorMetrics()
+    reporter = StatusReporter(metrics, [thread([TP], [])], 10, clock=lambda: now[0])
+    metrics.consumed(TP, 500, 2_000_000, 0, 0, 0, 0)
+    metrics.set_lag(TP, 42)
+    now[0] = 5.0
+    reporter.tick()
+    assert "Status:" not in caplog.text
+    now[0] = 10.0
+    reporter.tick()
+    assert "Status: 50.0 records/s, 0.20 MB/s, lag 42, dropped 0, 1 partitions assigned" in caplog.text
+
+
+def test_notify_sends_a_datagram(tmp_path, monkeypatch):
+    path = str(tmp_path / "notify.sock")
+    with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as sock:
+        sock.bind(path)
+        monkeypatch.setenv("NOTIFY_SOCKET", path)
+        assert notify("READY=1")
+        assert sock.recv(64) == b"READY=1"
+
+
+def test_notify_abstract_socket(monkeypatch):
+    with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as sock:
+        sock.bind("\0mirror-maker-test-notify")
+        monkeypatch.setenv("NOTIFY_SOCKET", "@mirror-maker-test-notify")
+        assert notify("STOPPING=1")
+        assert sock.recv(64) == b"STOPPING=1"
+
+
+def test_notify_without_socket_does_nothing(monkeypatch):
+    monkeypatch.delenv("NOTIFY_SOCKET", raising=False)
+    assert notify("READY=1") is False
