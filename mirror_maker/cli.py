@@ -137,8 +137,7 @@ def invoke(argv: List[str]) -> int:
         click.echo(usage_text(), err=True)
         return exit_codes.USAGE
     except click.UsageError as exc:
-        click.echo(f"{exc.format_message()}", err=True)
-        click.echo("Run with --help for the options.", err=True)
+        click.echo(f"{exc.format_message()} Run with --help for the options.", err=True)
         return exit_codes.USAGE
     except click.exceptions.Exit as exc:  # pragma: no cover - not raised without help options
         return exc.exit_code

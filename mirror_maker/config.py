@@ -33,6 +33,9 @@ PRODUCER_DEFAULTS = {
     "message.timeout.ms": str(MAX_DELIVERY_TIMEOUT_MS),
     # Java's default partitioner for keyed records (murmur2), random for null keys.
     "partitioner": "murmur2_random",
+    # Java's buffer.memory default (32 MB) instead of librdkafka's 1 GB: bounds the mirror's
+    # memory when the target is slower than the source (the send then waits: back-pressure).
+    "queue.buffering.max.kbytes": "32768",
 }
 
 

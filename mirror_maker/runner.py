@@ -15,6 +15,7 @@ from typing import List, Optional, Tuple
 
 from . import exit_codes
 from .admin import TargetTopics, admin_client
+from .client_errors import ClientErrors
 from .config import MirrorMakerConfig
 from .endpoint import OpsServer
 from .handlers import DefaultMessageHandler
@@ -64,17 +65,21 @@ class MirrorMaker:
 
     def start(self) -> None:
         config = self.config
-        self.producer = MirrorProducer(config.producer, self.state, config.abort_on_send_failure,
-                                       config.sync_send, config.max_block_ms, self.metrics)
-        source_admin = admin_client(config.consumer, f"{config.group_id}-admin")
-        target_admin = admin_client(config.producer, "producer-1-admin")
+        source_errors = ClientErrors("source", config.consumer["bootstrap.servers"], self.state)
+        target_errors = ClientErrors("target", config.producer["bootstrap.servers"], self.state)
+        self.producer = MirrorProducer({**config.producer, "error_cb": target_errors}, self.state,
+                                       config.abort_on_send_failure, config.sync_send,
+                                       config.max_block_ms, self.metrics)
+        source_admin = admin_client({**config.consumer, "error_cb": source_errors},
+                                    f"{config.group_id}-admin")
+        target_admin = admin_client({**config.producer, "error_cb": target_errors}, "producer-1-admin")
         self._subscription = TopicSubscription(
             source_admin, config.include, config.exclude_internal_topics,
             config.topic_refresh_ms, config.consumer["bootstrap.servers"])
         target_topics = TargetTopics(source_admin, target_admin)
         self.threads = [
             MirrorThread(i, config, self.producer, self._handler, self._listener, self.state,
-                         self._subscription, target_topics, self.metrics)
+                         self._subscription, target_topics, self.metrics, source_errors)
             for i in range(config.num_streams)
         ]
         self._status = StatusReporter(self.metrics, self.threads, config.status_interval_ms / 1000.0,

@@ -70,5 +70,5 @@ class TopicSubscription:
             self._failing_since = now
         if now - self._last_error_log >= UNREACHABLE_LOG_EVERY_S:
             self._last_error_log = now
-            log.error("Cannot list topics on the source cluster at %s: %s (retrying)",
+            log.error("Cannot reach the source cluster at %s to list its topics: %s (retrying)",
                       self._bootstrap, reason)

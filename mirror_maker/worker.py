@@ -29,6 +29,7 @@ log = logging.getLogger(__name__)
 
 POLL_TIMEOUT_S = 1.0
 LAG_UPDATE_S = 1.0
+COMMITTED_TIMEOUT_S = 10.0
 _NO_TIMESTAMP = confluent_kafka.TIMESTAMP_NOT_AVAILABLE
 
 
@@ -40,7 +41,7 @@ class _ThreadLog(logging.LoggerAdapter):
 class MirrorThread(threading.Thread):
     def __init__(self, index: int, config: MirrorMakerConfig, producer: MirrorProducer,
                  handler, listener, state: RunState, subscription, target_topics,
-                 metrics: MirrorMetrics) -> None:
+                 metrics: MirrorMetrics, error_cb=None) -> None:
         super().__init__(name=f"mirrormaker-thread-{index}", daemon=True)
         self.index = index
         self._config = config
@@ -51,6 +52,7 @@ class MirrorThread(threading.Thread):
         self._subscription = subscription
         self._target_topics = target_topics
         self._metrics = metrics
+        self._error_cb = error_cb
         self._log = _ThreadLog(log, {"name": self.name})
         self._consumer: Optional[confluent_kafka.Consumer] = None
         self._checkpoint: Optional[Checkpoint] = None
@@ -63,6 +65,7 @@ class MirrorThread(threading.Thread):
         #: ``time.monotonic()`` of the last loop iteration: /ready checks the loop is not stuck.
         self.last_progress = time.monotonic()
         self._next_lag_update = 0.0
+        self._cooperative = "cooperative" in config.consumer.get("partition.assignment.strategy", "")
         self._fast_keep_partition = {DefaultMessageHandler: False,
                                      PartitionPreservingHandler: True}.get(type(handler))
 
@@ -74,6 +77,8 @@ class MirrorThread(threading.Thread):
             conf = self._config.consumer_conf(self.index)
             conf["logger"] = librdkafka_logger(conf["client.id"])
             conf["enable.partition.eof"] = True  # "caught up" comes from the fetches themselves
+            if self._error_cb is not None:
+                conf["error_cb"] = self._error_cb
             self._consumer = confluent_kafka.Consumer(conf)
             self._checkpoint = Checkpoint(self._producer, OffsetCommitter(self._consumer),
                                           self._state, self._config.offset_commit_interval_ms,
@@ -247,7 +252,7 @@ class MirrorThread(threading.Thread):
         self._log.info("Assigned %s", _describe(tps))
         if tps:
             self._ensure_target_topics(tps)
-            self._log_resets(consumer, partitions)
+            self._assign_from_positions(consumer, partitions)
         self._call_listener("on_partitions_assigned", tps)
 
     def _on_revoke(self, consumer, partitions) -> None:
@@ -279,18 +284,42 @@ class MirrorThread(threading.Thread):
         mapping = {tp.topic: list(target_topics(tp.topic)) for tp in tps}
         self._target_topics.ensure(mapping)
 
-    def _log_resets(self, consumer, partitions) -> None:
-        try:
-            committed = consumer.committed(partitions, timeout=10)
-        except KafkaException as exc:
-            self._log.debug("cannot read committed offsets: %s", exc)
-            return
+    def _assign_from_positions(self, consumer, partitions) -> None:
+        """Assign, resolving ``auto.offset.reset`` here for partitions without a committed offset.
+
+        Resolving it ourselves (rather than at librdkafka's first fetch) makes the "Resetting
+        offset" line true when it is written: Kafka's system test starts producing once it sees
+        it, and a record produced after it must not be skipped.
+        """
         reset = self._config.consumer.get("auto.offset.reset", "latest")
-        for tp in committed:
-            if tp.offset < 0:
-                self._log.info("Resetting offset for partition %s-%d to the %s offset "
-                               "(no committed offset; auto.offset.reset=%s)",
-                               tp.topic, tp.partition, reset, reset)
+        try:
+            positions = consumer.committed(partitions, timeout=COMMITTED_TIMEOUT_S)
+        except KafkaException as exc:
+            self._log.warning("Cannot read committed offsets (%s); librdkafka will resolve them",
+                              exc.args[0].str())
+            positions = partitions
+        for tp in positions:
+            if tp.offset >= 0:
+                self._log.info("Setting offset for partition %s-%d to the committed offset %d",
+                               tp.topic, tp.partition, tp.offset)
+                continue
+            if reset not in ("earliest", "latest", "smallest", "largest",
+                                               "beginning", "end"):
+                continue
+            try:
+                low, high = consumer.get_watermark_offsets(tp, timeout=COMMITTED_TIMEOUT_S)
+            except KafkaException as exc:
+                self._log.warning("Cannot resolve auto.offset.reset for %s-%d (%s); librdkafka "
+                                  "will", tp.topic, tp.partition, exc.args[0].str())
+                continue
+            tp.offset = low if reset in ("earliest", "smallest", "beginning") else high
+            self._log.info("Resetting offset for partition %s-%d to position %d "
+                           "(no committed offset; auto.offset.reset=%s)",
+                           tp.topic, tp.partition, tp.offset, reset)
+        if self._cooperative:
+            consumer.incremental_assign(positions)
+        else:
+            consumer.assign(positions)
 
     def _call_listener(self, method: str, tps: List[TopicPartition]) -> None:
         callback = getattr(self._listener, method, None)

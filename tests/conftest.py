@@ -8,3 +8,19 @@ import pytest
 @pytest.fixture(autouse=True)
 def _mirror_maker_logging(caplog):
     caplog.set_level(logging.INFO, logger="mirror_maker")
+
+
+_REPORTS = []
+
+
+@pytest.fixture
+def report():
+    """Lines for the end-of-run summary (e.g. duplicate counts of the reliability tests)."""
+    return _REPORTS.append
+
+
+def pytest_terminal_summary(terminalreporter):
+    if _REPORTS:
+        terminalreporter.section("mirror reports")
+        for line in _REPORTS:
+            terminalreporter.write_line(line)

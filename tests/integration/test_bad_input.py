@@ -1,0 +1,132 @@
+"""The bad-input matrix, through the real command line: one clear line, the right exit code,
+no traceback, nothing lost (no offset committed, nothing written)."""
+
+import signal
+import time
+from pathlib import Path
+
+import pytest
+
+from mirror_maker.embedded import free_port
+
+from .harness import Cluster, MirrorProcess, mirror_args, mirror_files, unique, write_properties
+
+PLUGINS = {"PYTHONPATH": str(Path(__file__).parent)}
+
+
+def run_bad(tmp_path, args, env=None):
+    mirror = MirrorProcess(args, tmp_path / "bad.log", env=env)
+    status = mirror.wait(60)
+    log = mirror.log()
+    problems = [line for line in log.splitlines()
+                if " ERROR " in line or (line and not line.startswith("["))]
+    return status, log, problems
+
+
+def assert_one_clear_line(status, log, problems, expected_status, text):
+    assert status == expected_status, log
+    assert "Traceback" not in log
+    assert len(problems) >= 1 and text in problems[0], log
+
+
+@pytest.fixture
+def good(tmp_path, source, target):
+    return mirror_files(tmp_path, source, target)
+
+
+def args_with(good, consumer=None, producer=None, *extra, include="t"):
+    return ["--consumer.config", str(consumer or good.consumer), "--producer.config",
+            str(producer or good.producer), "--include", include, *extra]
+
+
+def test_missing_file(tmp_path, good):
+    status, log, problems = run_bad(tmp_path, args_with(good, consumer=tmp_path / "nope.properties"))
+    assert_one_clear_line(status, log, problems, 1, "file not found")
+
+
+def test_malformed_properties_line(tmp_path, good):
+    bad = tmp_path / "bad.properties"
+    bad.write_text("bootstrap.servers=x:1\n=orphan-value\n")
+    status, log, problems = run_bad(tmp_path, args_with(good, producer=bad))
+    assert_one_clear_line(status, log, problems, 1, "malformed properties")
+
+
+def test_unknown_option(tmp_path, good):
+    status, log, problems = run_bad(tmp_path, args_with(good) + ["--blacklist", "x"])
+    assert_one_clear_line(status, log, problems, 1, "No such option")
+
+
+def test_option_without_its_value(tmp_path, good):
+    status, log, problems = run_bad(tmp_path, args_with(good) + ["--num.streams"])
+    assert_one_clear_line(status, log, problems, 1, "requires an argument")
+
+
+def test_invalid_regex(tmp_path, good):
+    status, log, problems = run_bad(tmp_path, args_with(good, include="orders("))
+    assert_one_clear_line(status, log, problems, 1, "invalid regex")
+
+
+def test_handler_path_not_found(tmp_path, good):
+    status, log, problems = run_bad(tmp_path, args_with(good) + ["--message.handler", "nowhere.Handler"])
+    assert_one_clear_line(status, log, problems, 1, "cannot load 'nowhere.Handler'")
+
+
+def test_handler_class_without_handle(tmp_path, good):
+    status, log, problems = run_bad(tmp_path, args_with(good) + ["--message.handler",
+                                                                "raising_plugins:RebalanceListener"], PLUGINS)
+    assert_one_clear_line(status, log, problems, 1, "has no handle(record) method")
+
+
+@pytest.mark.parametrize("streams", ["0", "-1"])
+def test_zero_or_negative_num_streams(tmp_path, good, streams):
+    status, log, problems = run_bad(tmp_path, args_with(good) + ["--num.streams", streams])
+    assert_one_clear_line(status, log, problems, 1, "--num.streams")
+
+
+def test_group_id_missing(tmp_path, good, source):
+    consumer = write_properties(tmp_path / "nogroup.properties", {"bootstrap.servers": source.bootstrap})
+    status, log, problems = run_bad(tmp_path, args_with(good, consumer=consumer))
+    assert_one_clear_line(status, log, problems, 1, "group.id is missing")
+
+
+def test_unreachable_bootstrap_keeps_retrying_names_the_address_and_stops_on_sigterm(tmp_path, target):
+    dead = f"127.0.0.1:{free_port()}"
+    files = mirror_files(tmp_path, Cluster("dead", dead), target)
+    mirror = MirrorProcess(mirror_args(files, "t"), tmp_path / "m.log")
+    started = time.monotonic()
+    mirror.wait_for_log(f"Cannot reach the source cluster at {dead}", 15)
+    assert time.monotonic() - started < 15
+    assert mirror.process.poll() is None, "it keeps retrying"
+    assert mirror.stop(signal.SIGTERM, timeout_s=30) == 143, mirror.log()
+    assert "Traceback" not in mirror.log()
+
+
+@pytest.mark.embedded_only
+def test_authentication_failure_names_the_cluster_side(tmp_path, source):
+    from ..tls_material import make_tls_files
+    from .tls import TlsFront
+    from mirror_maker.embedded import EmbeddedBroker
+
+    (tmp_path / "served").mkdir()
+    (tmp_path / "other").mkdir()
+    served = make_tls_files(tmp_path / "served")
+    other = make_tls_files(tmp_path / "other")  # a CA the front's certificate does not chain to
+    tls_port, plain_port = free_port(), free_port()
+    front = TlsFront(tls_port, plain_port, served)
+    broker = EmbeddedBroker("tls-auth", tmp_path, port=plain_port, advertised_port=tls_port)
+    broker._spawn()
+    try:
+        files = mirror_files(tmp_path, source, Cluster("tls", f"127.0.0.1:{tls_port}"), producer={
+            "security.protocol": "SSL", "ssl.truststore.location": other.truststore_jks,
+            "ssl.truststore.password": other.store_password})
+        topic = source.create_topic("auth")
+        mirror = MirrorProcess(mirror_args(files, topic), tmp_path / "m.log")
+        assert mirror.wait(60) == 255, mirror.log()
+        errors = [line for line in mirror.log().splitlines() if " ERROR " in line]
+        assert any(f"authentication failed with the target cluster (127.0.0.1:{tls_port})" in e
+                   for e in errors), errors
+        assert "Traceback" not in mirror.log()
+        assert source.committed(files.group, topic) == {}
+    finally:
+        front.close()
+        broker.stop()
