@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test test-fast venv clean
+.PHONY: demo test test-fast bench venv clean
 
 $(STAMP): setup.cfg pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -26,5 +26,16 @@ test: $(STAMP)
 test-fast: $(STAMP)
 	$(BIN)/python -m pytest -ra -m "not slow" $(PYTEST_ARGS)
 
+## Benchmarks (not tests): throughput vs limits and peers, growth, profile; writes benchmarks/results/.
+BENCH_VENV := .venv-bench
+$(BENCH_VENV)/.installed: setup.cfg pyproject.toml benchmarks/requirements.txt
+	$(PYTHON) -m venv $(BENCH_VENV)
+	$(BENCH_VENV)/bin/pip install --quiet --upgrade pip
+	$(BENCH_VENV)/bin/pip install --quiet -e '.[embedded]' -r benchmarks/requirements.txt
+	touch $@
+
+bench: $(BENCH_VENV)/.installed
+	$(BENCH_VENV)/bin/python benchmarks/bench.py --peers-python $(BENCH_VENV)/bin/python $(BENCH_ARGS)
+
 clean:
-	rm -rf $(VENV) demo-work .pytest_cache
+	rm -rf $(VENV) $(BENCH_VENV) demo-work .pytest_cache

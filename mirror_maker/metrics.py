@@ -4,8 +4,9 @@ Prometheus only when scraped (a custom collector), so mirroring pays no per-reco
 Names follow MirrorMaker: Kafka's only MirrorMaker v1 metric, ``MirrorMaker-numDroppedMessages``
 (``mirrormaker_dropped_messages_total`` here), and MirrorMaker 2's per-partition record-count,
 byte-count, record-age-ms and replication-latency-ms (min/max/avg over the last 30-60 s, as
-Kafka's two-sample windows), labelled with the *source* topic and partition, plus consumer lag,
-commits, rebalances and the producer's queue depth.
+Kafka's two-sample windows; latency sampled on every 16th acknowledged record), labelled with
+the *source* topic and partition, plus acknowledged records, consumer lag, commits, rebalances
+and the producer's queue depth.
 """
 
 from __future__ import annotations
@@ -62,12 +63,11 @@ class WindowStat:
 
 
 class PartitionStats:
-    __slots__ = ("records", "bytes", "acked", "age", "latency", "lag")
+    __slots__ = ("records", "bytes", "age", "latency", "lag")
 
     def __init__(self) -> None:
         self.records = 0
         self.bytes = 0
-        self.acked = 0
         self.age = WindowStat()
         self.latency = WindowStat()
         self.lag: Optional[int] = None
@@ -86,6 +86,7 @@ class MirrorMetrics:
         self.commit_buckets = [0] * len(COMMIT_BUCKETS)
         self.rebalances = {"assigned": 0, "revoked": 0, "lost": 0}
         self.queue_depth: Callable[[], int] = lambda: 0
+        self.acknowledged: Callable[[], int] = lambda: 0
         self.assigned_partitions: Callable[[], int] = lambda: 0
 
     def _stats(self, tp: TopicPartition) -> PartitionStats:
@@ -106,14 +107,15 @@ class MirrorMetrics:
             if aged:
                 stats.age.record_many(age_min, age_max, age_sum, aged, self._clock())
 
-    def acked(self, tp: TopicPartition, timestamp_ms: Optional[int]) -> None:
+    def replication_latency(self, tp: TopicPartition, timestamp_ms: Optional[int]) -> None:
+        """One sampled acknowledged record: now - its timestamp."""
+        if timestamp_ms is None or timestamp_ms <= 0:
+            return
         stats = self._stats(tp)
         now = self._clock()
+        latency = now * 1000.0 - timestamp_ms
         with self._lock:
-            stats.acked += 1
-            if timestamp_ms is not None and timestamp_ms > 0:
-                latency = now * 1000.0 - timestamp_ms
-                stats.latency.record_many(latency, latency, latency, 1, now)
+            stats.latency.record_many(latency, latency, latency, 1, now)
 
     def dropped_one(self) -> None:
         with self._lock:
@@ -148,7 +150,7 @@ class MirrorMetrics:
             return {
                 "records": sum(p.records for p in parts),
                 "bytes": sum(p.bytes for p in parts),
-                "acked": sum(p.acked for p in parts),
+                "acked": self.acknowledged(),
                 "lag": sum(p.lag for p in parts if p.lag is not None),
                 "dropped": self.dropped,
                 "commits": self.commits,
@@ -165,8 +167,6 @@ class MirrorMetrics:
         families = {
             "records": CounterMetricFamily("mirrormaker_record_count", "Records consumed from the source "
                                            "(MirrorMaker 2 record-count)", labels=labels),
-            "acked": CounterMetricFamily("mirrormaker_records_acknowledged", "Records the target "
-                                         "acknowledged", labels=labels),
             "bytes": CounterMetricFamily("mirrormaker_byte_count", "Value bytes consumed (MirrorMaker 2 "
                                          "byte-count; rate() gives byte-rate)", labels=labels),
             "lag": GaugeMetricFamily("mirrormaker_consumer_lag", "Records behind the source's high "
@@ -181,7 +181,6 @@ class MirrorMetrics:
         for tp, stats in items:
             values = [tp.topic, str(tp.partition)]
             families["records"].add_metric(values, stats.records)
-            families["acked"].add_metric(values, stats.acked)
             families["bytes"].add_metric(values, stats.bytes)
             if stats.lag is not None:
                 families["lag"].add_metric(values, stats.lag)
@@ -192,6 +191,8 @@ class MirrorMetrics:
                         windows[(name, stat)].add_metric(values, value)
         yield from families.values()
         yield from windows.values()
+        yield CounterMetricFamily("mirrormaker_records_acknowledged", "Records the target acknowledged",
+                                  value=self.acknowledged())
         yield CounterMetricFamily("mirrormaker_dropped_messages", "Records that could not be sent "
                                   "(Kafka's MirrorMaker-numDroppedMessages)", value=dropped)
         # ``committed`` counts a cycle in every bucket it fits, so the buckets are cumulative.

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import threading
 import time
 from typing import List, Optional, Tuple
 
@@ -28,6 +29,10 @@ log = logging.getLogger(__name__)
 #: Errors that only say "this record was purged because we are aborting"; never a new failure.
 _PURGED = frozenset({KafkaError._PURGE_QUEUE, KafkaError._PURGE_INFLIGHT})
 FLUSH_STEP_S = 1.0
+DELIVERY_POLL_S = 0.1
+#: Replication latency is measured on every Nth acknowledged record (cheap, and enough for min/max/avg).
+LATENCY_SAMPLE_EVERY = 16
+_UNASSIGNED = -1  # librdkafka's RD_KAFKA_PARTITION_UA: let the partitioner choose
 WAIT_LOG_EVERY_S = 10.0
 
 
@@ -53,7 +58,14 @@ class MirrorProducer:
         self._max_block_s = None if max_block_ms is None else max_block_ms / 1000.0
         self._metrics = metrics or MirrorMetrics()
         self._metrics.queue_depth = self.__len__
+        self._metrics.acknowledged = lambda: self.acked
         self._warned_deadline: Optional[float] = None
+        self._ack_lock = threading.Lock()
+        self.acked = 0
+        self._closed = threading.Event()
+        self._poller = threading.Thread(target=self._serve_deliveries, name="delivery-reports",
+                                        daemon=True)
+        self._poller.start()
 
     def __len__(self) -> int:
         return len(self._producer)
@@ -70,44 +82,61 @@ class MirrorProducer:
         headers: Optional[List[Tuple[str, Optional[bytes]]]],
         source: Tuple[str, int, int],
     ) -> None:
-        """Queue one record; waits while the local queue is full, never drops it."""
+        """Queue one record; waits while the local queue is full, never drops it.
+
+        The hot path: one positional ``produce`` call (its C signature is topic, value, key,
+        partition, callback, on_delivery, timestamp, headers) and one small callback object that
+        knows the source record (for the error line, should the target refuse it).
+        """
         callback = functools.partial(self._on_delivery, source)
-        kwargs = {"on_delivery": callback}
-        if partition is not None:
-            kwargs["partition"] = partition
-        if timestamp is not None:
-            kwargs["timestamp"] = timestamp
-        if headers:
-            kwargs["headers"] = headers
-        started = None
-        while True:
-            try:
-                self._producer.produce(topic, value, key, **kwargs)
-                break
-            except BufferError:
-                started = started or time.monotonic()
-                if self._state.failed:
-                    return
-                if self._max_block_s is not None and time.monotonic() - started > self._max_block_s:
-                    self._send_failed(source, topic, key, value,
-                                      f"the local queue stayed full for max.block.ms")
-                    return
-                self._producer.poll(0.1)
-            except KafkaException as exc:
-                self._send_failed(source, topic, key, value, str(exc.args[0].str()))
-                return
+        produce = self._producer.produce
+        partition = _UNASSIGNED if partition is None else partition
+        timestamp = 0 if timestamp is None else timestamp
+        try:
+            produce(topic, value, key, partition, callback, None, timestamp, headers)
+        except BufferError:
+            self._wait_for_room(topic, value, key, partition, callback, timestamp, headers, source)
+        except KafkaException as exc:
+            self._send_failed(source, topic, key, value, str(exc.args[0].str()))
+            return
         if self._sync:
             self.flush()
 
-    def poll(self) -> None:
-        """Serve delivery callbacks without waiting."""
-        self._producer.poll(0)
+    def _wait_for_room(self, topic, value, key, partition, callback, timestamp, headers, source):
+        """A full queue is back-pressure: wait for deliveries to free room, then produce."""
+        started = time.monotonic()
+        while True:
+            if self._state.failed:
+                return
+            if self._max_block_s is not None and time.monotonic() - started > self._max_block_s:
+                self._send_failed(source, topic, key, value,
+                                  "the local queue stayed full for max.block.ms")
+                return
+            self._producer.poll(0.05)
+            try:
+                self._producer.produce(topic, value, key, partition, callback, None, timestamp, headers)
+                return
+            except BufferError:
+                continue
+            except KafkaException as exc:
+                self._send_failed(source, topic, key, value, str(exc.args[0].str()))
+                return
+
+    def _serve_deliveries(self) -> None:
+        """One thread serves every delivery report, so mirror threads never contend on poll()."""
+        while not self._closed.is_set():
+            self._producer.poll(DELIVERY_POLL_S)
 
     # -- delivery reports --------------------------------------------------------------
 
     def _on_delivery(self, source, err, msg) -> None:
         if err is None:
-            self._metrics.acked(TopicPartition(source[0], source[1]), msg.timestamp()[1])
+            with self._ack_lock:
+                self.acked += 1
+                sample = self.acked % LATENCY_SAMPLE_EVERY == 0
+            if sample:
+                self._metrics.replication_latency(TopicPartition(source[0], source[1]),
+                                                  msg.timestamp()[1])
             return
         if err.code() in _PURGED and self._state.failed:
             return
@@ -170,3 +199,5 @@ class MirrorProducer:
             self._producer.flush(0)
         else:
             self.flush(deadline)
+        self._closed.set()
+        self._poller.join(DELIVERY_POLL_S * 5)

@@ -55,7 +55,7 @@ class StatusReporter:
 
     def caught_up(self) -> bool:
         """Every thread has taken part in a rebalance, some partition is assigned, and every
-        assigned partition is at its end (a partition-EOF event after its last record)."""
+        assigned partition's position reached the high watermark of its last fetch."""
         if not self._threads or not all(t.rebalanced for t in self._threads):
             return False
         if self.assigned() == 0:

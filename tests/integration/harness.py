@@ -177,6 +177,30 @@ class Cluster:
             consumer.close()
         raise AssertionError(f"read {len(out)} records of {topic}, expected {expected}")
 
+    def read_values(self, topic: str, expected: Iterable[bytes], timeout_s: float = 120.0) -> List:
+        """Read ``topic`` from the start until every expected value is there (duplicates allowed).
+
+        Counting rows is not enough after an outage: duplicates can make up the number before
+        the last records arrive.
+        """
+        missing = set(expected)
+        n = wait_until(lambda: self.partitions(topic), timeout_s, f"topic {topic} to exist")
+        consumer = self.consumer(group=unique("read-values"))
+        consumer.assign([KafkaTopicPartition(topic, p, 0) for p in range(n)])
+        rows = []
+        deadline = time.monotonic() + timeout_s
+        try:
+            while missing and time.monotonic() < deadline:
+                for msg in consumer.consume(10000, 0.5):
+                    if msg.error() is None:
+                        missing.discard(msg.value())
+                        rows.append((msg.partition(), msg.offset(),
+                                     Rec(msg.key(), msg.value(), tuple(msg.headers() or ()), msg.timestamp()[1])))
+        finally:
+            consumer.close()
+        assert not missing, f"{len(missing)} values never reached {topic}, e.g. {sorted(missing)[:5]}"
+        return rows
+
     def count(self, topic: str) -> int:
         """How many records ``topic`` holds now (reads them; ListOffsets is unreliable on Tansu)."""
         return len(self.read_all(topic, timeout_s=30))
@@ -300,10 +324,6 @@ class BackgroundProducer:
 
 def values(rows) -> List[bytes]:
     return [rec.value for _p, _o, rec in rows]
-
-
-def missing_values(expected: Iterable[bytes], rows) -> set:
-    return set(expected) - set(values(rows))
 
 
 def mirror_args(files: MirrorFiles, include: str, *extra: str) -> List[str]:

@@ -40,7 +40,7 @@ def test_metrics_endpoint_counts_what_was_mirrored(tmp_path, source, target, fil
     try:
         wait_until(lambda: scrape(port, "/healthz")[0] == 200, 30, "/healthz")
         target.read_all(topic, expected=500, timeout_s=60)
-        wait_until(lambda: metric_sum(scrape(port)[1], "mirrormaker_records_acknowledged_total", topic) == 500,
+        wait_until(lambda: metric_sum(scrape(port)[1], "mirrormaker_records_acknowledged_total") == 500,
                    30, "the acknowledged count to reach 500")
         status, text = scrape(port)
         assert status == 200
