@@ -34,7 +34,7 @@ SIGNAL_EXIT = {signal.SIGTERM: exit_codes.SIGTERM, signal.SIGINT: exit_codes.SIG
 JOIN_GRACE_S = 5.0
 #: A thread whose loop has not come round for this long makes /ready answer 503.
 STALL_S = 30.0
-TICK_S = 0.5
+TICK_S = 0.2
 
 
 def load_plugins(config: MirrorMakerConfig):

@@ -27,8 +27,10 @@ from .state import RunState
 
 log = logging.getLogger(__name__)
 
-POLL_TIMEOUT_S = 1.0
-LAG_UPDATE_S = 0.5
+#: How long one consume() may wait: short, so a stop is noticed at once (librdkafka's Python
+#: consumer has no wakeup()), and well under Kafka's 1 s so commit intervals stay accurate.
+POLL_TIMEOUT_S = 0.2
+LAG_UPDATE_S = 0.2
 COMMITTED_TIMEOUT_S = 10.0
 _NO_TIMESTAMP = confluent_kafka.TIMESTAMP_NOT_AVAILABLE
 

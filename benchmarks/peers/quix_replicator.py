@@ -5,6 +5,8 @@ copying TOPIC from SOURCE to the same topic name on TARGET; stops after ``count`
 """
 
 import argparse
+import multiprocessing
+import tempfile
 import threading
 import time
 
@@ -13,9 +15,9 @@ from quixstreams.sources.core.kafka import KafkaReplicatorSource
 
 
 class CountingReplicator(KafkaReplicatorSource):
-    """Stops the application once ``count`` records were produced and flushed."""
+    """Signals the application to stop once ``count`` records were produced and flushed."""
 
-    def __init__(self, *args, count: int, done: threading.Event, **kwargs):
+    def __init__(self, *args, count: int, done, **kwargs):
         super().__init__(*args, **kwargs)
         self._count, self._done, self._seen = count, done, 0
 
@@ -36,10 +38,11 @@ def main() -> None:
     parser.add_argument("--compression", default="none")
     args = parser.parse_args()
     app = Application(broker_address=args.target, consumer_group=f"quix-{time.time()}",
+                      state_dir=tempfile.mkdtemp(prefix="quix-state-"),
                       auto_create_topics=False, producer_extra_config={
                           "compression.type": args.compression, "linger.ms": 5},
                       consumer_extra_config={"session.timeout.ms": 2000, "heartbeat.interval.ms": 200})
-    done = threading.Event()
+    done = multiprocessing.get_context("spawn").Event()  # quix runs each source in its own process
     source = CountingReplicator(name=f"replicator-{time.time()}", app_config=app.config, topic=args.topic,
                                 broker_address=args.source, auto_offset_reset="earliest",
                                 value_deserializer="bytes", key_deserializer="bytes",
