@@ -199,15 +199,21 @@ def check_librdkafka(conf: Dict[str, str], source: str, role: str) -> Dict[str, 
     return checked
 
 
-def build_consumer_conf(props: Dict[str, str], source: str):
-    translation = translate(props, "consumer")
+def _build_client_conf(props: Dict[str, str], source: str, role: str):
+    """Translate, resolve stores, apply the defaults, check: the steps both files share."""
+    translation = translate(props, role)
     _log_notes(translation, source)
-    _resolve_ssl(translation, source, "consumer")
-    conf = _apply_defaults(translation.conf, CONSUMER_DEFAULTS)
-    if not conf.get("group.id"):
+    _resolve_ssl(translation, source, role)
+    conf = _apply_defaults(translation.conf, CONSUMER_DEFAULTS if role == "consumer" else PRODUCER_DEFAULTS)
+    if role == "consumer" and not conf.get("group.id"):
         raise ConfigError(f"{source}: group.id is missing (the mirror threads share one consumer group)")
     if not conf.get("bootstrap.servers"):
         raise ConfigError(f"{source}: bootstrap.servers is missing")
+    return conf, translation
+
+
+def build_consumer_conf(props: Dict[str, str], source: str):
+    conf, translation = _build_client_conf(props, source, "consumer")
     if "client.id" in props:
         log.info("%s: client.id is replaced by <group.id>-<thread> for each mirror thread", source)
         conf.pop("client.id")
@@ -216,12 +222,7 @@ def build_consumer_conf(props: Dict[str, str], source: str):
 
 
 def build_producer_conf(props: Dict[str, str], source: str):
-    translation = translate(props, "producer")
-    _log_notes(translation, source)
-    _resolve_ssl(translation, source, "producer")
-    conf = _apply_defaults(translation.conf, PRODUCER_DEFAULTS)
-    if not conf.get("bootstrap.servers"):
-        raise ConfigError(f"{source}: bootstrap.servers is missing")
+    conf, translation = _build_client_conf(props, source, "producer")
     _warn_weakened_producer(conf, translation.conf)
     return check_librdkafka(conf, source, "producer"), translation.engine
 

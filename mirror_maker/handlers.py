@@ -45,8 +45,12 @@ class DefaultMessageHandler(MessageHandler):
     """MirrorMaker v1's handler: same topic, key, value, headers and timestamp; no partition.
 
     The producer's partitioner (murmur2, as Java's) then picks the partition from the key.
-    The worker recognises this exact class and takes a fast path that builds no record objects.
+    The worker recognises this class (and the one below) and takes a fast path that builds no
+    record objects.
     """
+
+    #: Whether the target record keeps the source partition.
+    keep_partition = False
 
     def handle(self, record: ConsumerRecord) -> List[ProducerRecord]:
         return [
@@ -54,31 +58,21 @@ class DefaultMessageHandler(MessageHandler):
                 record.topic,
                 record.value,
                 record.key,
-                None,
+                record.partition if self.keep_partition else None,
                 record.timestamp,
                 record.headers,
             )
         ]
 
 
-class PartitionPreservingHandler(MessageHandler):
+class PartitionPreservingHandler(DefaultMessageHandler):
     """MirrorMaker 2's mapping: like the default, but the record keeps its source partition.
 
     The target topic needs at least as many partitions as the source; topics the mirror
     creates get the source's partition count.
     """
 
-    def handle(self, record: ConsumerRecord) -> List[ProducerRecord]:
-        return [
-            ProducerRecord(
-                record.topic,
-                record.value,
-                record.key,
-                record.partition,
-                record.timestamp,
-                record.headers,
-            )
-        ]
+    keep_partition = True
 
 
 class FunctionHandler(MessageHandler):

@@ -9,7 +9,6 @@ with ``false`` it is counted in ``dropped`` and logged, and mirroring goes on.
 
 from __future__ import annotations
 
-import functools
 import logging
 import threading
 import time
@@ -51,6 +50,7 @@ class MirrorProducer:
         conf = dict(conf)
         conf.setdefault("client.id", "producer-1")
         conf["logger"] = librdkafka_logger(conf["client.id"])
+        conf["on_delivery"] = self._on_delivery
         self._producer = confluent_kafka.Producer(conf)
         self._state = state
         self._abort = abort_on_send_failure or sync
@@ -80,46 +80,48 @@ class MirrorProducer:
         partition: Optional[int],
         timestamp: Optional[int],
         headers: Optional[List[Tuple[str, Optional[bytes]]]],
-        source: Tuple[str, int, int],
+        src_topic: str,
+        src_partition: int,
+        src_offset: int,
     ) -> None:
         """Queue one record; waits while the local queue is full, never drops it.
 
         The hot path: one positional ``produce`` call (its C signature is topic, value, key,
-        partition, callback, on_delivery, timestamp, headers) and one small callback object that
-        knows the source record (for the error line, should the target refuse it).
+        partition, callback, on_delivery, timestamp, headers) and nothing allocated per record:
+        delivery reports go to one callback set in the producer's configuration.
         """
-        callback = functools.partial(self._on_delivery, source)
-        produce = self._producer.produce
         partition = _UNASSIGNED if partition is None else partition
         timestamp = 0 if timestamp is None else timestamp
         try:
-            produce(topic, value, key, partition, callback, None, timestamp, headers)
+            self._producer.produce(topic, value, key, partition, None, None, timestamp, headers)
         except BufferError:
-            self._wait_for_room(topic, value, key, partition, callback, timestamp, headers, source)
+            self._wait_for_room(topic, value, key, partition, timestamp, headers,
+                                (src_topic, src_partition, src_offset))
         except KafkaException as exc:
-            self._send_failed(source, topic, key, value, str(exc.args[0].str()))
+            self._send_failed(f"{src_topic}-{src_partition} offset {src_offset}", topic, key, value,
+                              exc.args[0].str())
             return
         if self._sync:
             self.flush()
 
-    def _wait_for_room(self, topic, value, key, partition, callback, timestamp, headers, source):
+    def _wait_for_room(self, topic, value, key, partition, timestamp, headers, source):
         """A full queue is back-pressure: wait for deliveries to free room, then produce."""
         started = time.monotonic()
+        where = f"{source[0]}-{source[1]} offset {source[2]}"
         while True:
             if self._state.failed:
                 return
             if self._max_block_s is not None and time.monotonic() - started > self._max_block_s:
-                self._send_failed(source, topic, key, value,
-                                  "the local queue stayed full for max.block.ms")
+                self._send_failed(where, topic, key, value, "the local queue stayed full for max.block.ms")
                 return
             self._producer.poll(0.05)
             try:
-                self._producer.produce(topic, value, key, partition, callback, None, timestamp, headers)
+                self._producer.produce(topic, value, key, partition, None, None, timestamp, headers)
                 return
             except BufferError:
                 continue
             except KafkaException as exc:
-                self._send_failed(source, topic, key, value, str(exc.args[0].str()))
+                self._send_failed(where, topic, key, value, exc.args[0].str())
                 return
 
     def _serve_deliveries(self) -> None:
@@ -129,26 +131,28 @@ class MirrorProducer:
 
     # -- delivery reports --------------------------------------------------------------
 
-    def _on_delivery(self, source, err, msg) -> None:
+    def _on_delivery(self, err, msg) -> None:
+        """The producer's one delivery-report callback (no per-record callback objects)."""
         if err is None:
             with self._ack_lock:
                 self.acked += 1
                 sample = self.acked % LATENCY_SAMPLE_EVERY == 0
             if sample:
-                self._metrics.replication_latency(TopicPartition(source[0], source[1]),
+                self._metrics.replication_latency(TopicPartition(msg.topic(), msg.partition()),
                                                   msg.timestamp()[1])
             return
         if err.code() in _PURGED and self._state.failed:
             return
-        self._send_failed(source, msg.topic(), msg.key(), msg.value(), err.str())
+        # The source offset of an asynchronous failure is not kept per record (that would cost an
+        # allocation per record); nothing past the last commit is committed, so it is re-read.
+        self._send_failed("a source partition after its last committed offset", msg.topic(),
+                          msg.key(), msg.value(), f"{err.str()} (target partition {msg.partition()})")
 
-    def _send_failed(self, source, topic, key, value, reason: str) -> None:
-        src_topic, src_partition, src_offset = source
+    def _send_failed(self, where: str, topic, key, value, reason: str) -> None:
         self._metrics.dropped_one()
         message = (
-            f"Error when sending message from {src_topic}-{src_partition} offset {src_offset} "
-            f"to topic {topic} with key: {len(key) if key else 0} bytes, "
-            f"value: {len(value) if value else 0} bytes: {reason}"
+            f"Error when sending message from {where} to topic {topic} with key: "
+            f"{len(key) if key else 0} bytes, value: {len(value) if value else 0} bytes: {reason}"
         )
         if self._abort:
             if self._state.fail(SendFailed(message)):

@@ -71,8 +71,8 @@ class MirrorThread(threading.Thread):
         #: ``time.monotonic()`` of the last loop iteration: /ready checks the loop is not stuck.
         self.last_progress = time.monotonic()
         self._cooperative = "cooperative" in config.consumer.get("partition.assignment.strategy", "")
-        self._fast_keep_partition = {DefaultMessageHandler: False,
-                                     PartitionPreservingHandler: True}.get(type(handler))
+        fast = type(handler) in (DefaultMessageHandler, PartitionPreservingHandler)
+        self._fast_keep_partition = handler.keep_partition if fast else None
 
     # -- lifecycle ---------------------------------------------------------------------
 
@@ -158,46 +158,53 @@ class MirrorThread(threading.Thread):
         return bool(topics)
 
     def _mirror(self, messages: List) -> None:
-        pending = self._checkpoint.pending
+        """Hand one consumed batch to the producer; the hot path of the whole mirror.
+
+        Records come in runs of one partition, so per-partition bookkeeping (the pending
+        offset, counts, bytes, ages) is done once per run, not once per record.
+        """
         send = self._producer.send
         keep_partition = self._fast_keep_partition
-        batch: dict = {}  # tp -> [records, bytes, age min, age max, age sum, aged]
+        state = self._state
+        runs = []  # [topic, partition, last offset, records, bytes, age min, age max, age sum, aged]
+        run = None
         now_ms = time.time() * 1000.0
         for msg in messages:
-            err = msg.error()
-            if err is not None:
-                if err.code() != KafkaError._PARTITION_EOF:
-                    self._consume_error(err)
+            if msg.error() is not None:
+                if msg.error().code() != KafkaError._PARTITION_EOF:
+                    self._consume_error(msg.error())
                 continue
             topic, partition, offset = msg.topic(), msg.partition(), msg.offset()
-            tp = TopicPartition(topic, partition)
             ts_type, timestamp = msg.timestamp()
             if ts_type == _NO_TIMESTAMP or timestamp < 0:
                 timestamp = None
             value = msg.value()
             if keep_partition is not None:
                 send(topic, value, msg.key(), partition if keep_partition else None,
-                     timestamp, msg.headers(), (topic, partition, offset))
+                     timestamp, msg.headers(), topic, partition, offset)
             else:
                 self._handle(msg, topic, partition, offset, timestamp)
-            if self._state.failed:
-                return
-            pending[tp] = offset + 1
-            stats = batch.get(tp)
-            if stats is None:
-                stats = batch[tp] = [0, 0, float("inf"), float("-inf"), 0.0, 0]
-            stats[0] += 1
+            if state.failure is not None:
+                break
+            if run is None or run[1] != partition or run[0] != topic:
+                run = [topic, partition, offset, 0, 0, float("inf"), float("-inf"), 0.0, 0]
+                runs.append(run)
+            run[2] = offset
+            run[3] += 1
             if value is not None:
-                stats[1] += len(value)
+                run[4] += len(value)
             if timestamp is not None:
                 age = now_ms - timestamp
-                if age < stats[2]:
-                    stats[2] = age
-                if age > stats[3]:
-                    stats[3] = age
-                stats[4] += age
-                stats[5] += 1
-        for tp, stats in batch.items():
+                if age < run[5]:
+                    run[5] = age
+                if age > run[6]:
+                    run[6] = age
+                run[7] += age
+                run[8] += 1
+        pending = self._checkpoint.pending
+        for topic, partition, last, *stats in runs:
+            tp = TopicPartition(topic, partition)
+            pending[tp] = last + 1
             self._metrics.consumed(tp, *stats)
 
     def _handle(self, msg, topic: str, partition: int, offset: int, timestamp) -> None:
@@ -207,7 +214,7 @@ class MirrorThread(threading.Thread):
             outputs = self._handler.handle(record) or ()
             for out in outputs:
                 self._producer.send(out.topic, out.value, out.key, out.partition, out.timestamp,
-                                    out.headers, (topic, partition, offset))
+                                    out.headers, topic, partition, offset)
         except MirrorFailure:
             raise
         except Exception as exc:

@@ -1,5 +1,6 @@
 """Bounded shutdown, the second signal, and failures in user plugins."""
 
+import contextlib
 import signal
 from pathlib import Path
 
@@ -35,43 +36,40 @@ def test_listener_raising_stops_the_mirror(tmp_path, source, target, files):
     assert "Traceback" not in mirror.log()
 
 
-@pytest.mark.embedded_only
-def test_shutdown_is_bounded_while_the_target_is_away(tmp_path, source, target):
+@contextlib.contextmanager
+def mirror_with_target_cut(tmp_path, source, target, shutdown_timeout_ms: str):
+    """A mirror whose target is cut off (through a proxy) right after it got its partitions,
+    with records consumed that it cannot deliver."""
     from mirror_maker.embedded import EmbeddedProxy
 
     proxy = EmbeddedProxy(target.bootstrap, tmp_path, "proxy").start()
-    topic = source.create_topic("bounded")
+    topic = source.create_topic("cut")
     files = mirror_files(tmp_path, source, type(target)("proxied", proxy.bootstrap))
-    mirror = MirrorProcess(mirror_args(files, topic, "--shutdown.timeout.ms", "2000"), tmp_path / "m.log")
+    mirror = MirrorProcess(mirror_args(files, topic, "--shutdown.timeout.ms", shutdown_timeout_ms),
+                           tmp_path / "m.log")
     try:
         mirror.wait_for_log("Assigned", 30)
         proxy.cut()
         source.seed(topic, make_records(20))
-        # The records are consumed but cannot be delivered; stop now.
-        assert mirror.stop(signal.SIGTERM, timeout_s=30) == 143, mirror.log()
-        assert "not acknowledged by the target before the deadline" in mirror.log()
-        assert source.committed(files.group, topic) == {}
+        yield mirror, files, topic
     finally:
         proxy.stop()
 
 
 @pytest.mark.embedded_only
-def test_a_second_signal_exits_at_once(tmp_path, source, target):
-    from mirror_maker.embedded import EmbeddedProxy
+def test_shutdown_is_bounded_while_the_target_is_away(tmp_path, source, target):
+    with mirror_with_target_cut(tmp_path, source, target, "2000") as (mirror, files, topic):
+        assert mirror.stop(signal.SIGTERM, timeout_s=30) == 143, mirror.log()
+        assert "not acknowledged by the target before the deadline" in mirror.log()
+        assert source.committed(files.group, topic) == {}
 
-    proxy = EmbeddedProxy(target.bootstrap, tmp_path, "proxy").start()
-    topic = source.create_topic("second")
-    files = mirror_files(tmp_path, source, type(target)("proxied", proxy.bootstrap))
-    mirror = MirrorProcess(mirror_args(files, topic, "--shutdown.timeout.ms", "600000"), tmp_path / "m.log")
-    try:
-        mirror.wait_for_log("Assigned", 30)
-        proxy.cut()
-        source.seed(topic, make_records(20))
+
+@pytest.mark.embedded_only
+def test_a_second_signal_exits_at_once(tmp_path, source, target):
+    with mirror_with_target_cut(tmp_path, source, target, "600000") as (mirror, files, topic):
         mirror.process.send_signal(signal.SIGTERM)
         mirror.wait_for_log("Start clean shutdown.", 10)
         mirror.process.send_signal(signal.SIGINT)
         assert mirror.wait(15) == 130, mirror.log()
         assert "Second signal" in mirror.log()
         assert source.committed(files.group, topic) == {}
-    finally:
-        proxy.stop()

@@ -1,0 +1,73 @@
+"""Target topic creation: the source's partition count, once, and a clear error when refused.
+
+The test broker accepts every creation, so the refusal path is tested here with a stand-in
+AdminClient; on your own clusters (ACLs without CREATE) it is the same code path.
+"""
+
+from concurrent.futures import Future
+from types import SimpleNamespace
+
+import pytest
+from confluent_kafka import KafkaError, KafkaException
+
+from mirror_maker.admin import TargetTopics
+from mirror_maker.errors import ClientFailed
+
+
+class FakeAdmin:
+    def __init__(self, topics, create_error=None):
+        self.topics = dict(topics)
+        self.create_error = create_error
+        self.created = []
+
+    def list_topics(self, topic=None, timeout=None):
+        return SimpleNamespace(topics={
+            name: SimpleNamespace(error=None, partitions=dict.fromkeys(range(n)))
+            for name, n in self.topics.items()})
+
+    def create_topics(self, new_topics, operation_timeout=None, request_timeout=None):
+        futures = {}
+        for new in new_topics:
+            future = Future()
+            if self.create_error is not None:
+                future.set_exception(KafkaException(KafkaError(self.create_error)))
+            else:
+                self.created.append((new.topic, new.num_partitions))
+                self.topics[new.topic] = new.num_partitions
+                future.set_result(None)
+            futures[new.topic] = future
+        return futures
+
+
+def test_missing_target_topic_gets_the_source_partition_count_once():
+    source, target = FakeAdmin({"orders": 12}), FakeAdmin({})
+    topics = TargetTopics(source, target)
+    topics.ensure({"orders": ["orders"]})
+    topics.ensure({"orders": ["orders"]})
+    assert target.created == [("orders", 12)]
+
+
+def test_renamed_target_topic():
+    source, target = FakeAdmin({"orders": 3}), FakeAdmin({})
+    TargetTopics(source, target).ensure({"orders": ["dc1.orders"]})
+    assert target.created == [("dc1.orders", 3)]
+
+
+def test_existing_topic_is_left_alone():
+    source, target = FakeAdmin({"orders": 3}), FakeAdmin({"orders": 1})
+    TargetTopics(source, target).ensure({"orders": ["orders"]})
+    assert target.created == []
+
+
+def test_topic_that_cannot_be_created_is_a_clear_fatal_error():
+    source = FakeAdmin({"orders": 3})
+    target = FakeAdmin({}, create_error=KafkaError.TOPIC_AUTHORIZATION_FAILED)
+    with pytest.raises(ClientFailed) as info:
+        TargetTopics(source, target).ensure({"orders": ["orders"]})
+    assert str(info.value).startswith("target topic orders is missing and cannot be created: ")
+
+
+def test_already_exists_race_is_fine():
+    source = FakeAdmin({"orders": 3})
+    target = FakeAdmin({}, create_error=KafkaError.TOPIC_ALREADY_EXISTS)
+    TargetTopics(source, target).ensure({"orders": ["orders"]})
