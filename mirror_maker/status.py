@@ -49,8 +49,8 @@ class StatusReporter:
         rate = (totals["records"] - self._last["records"]) / elapsed
         mbps = (totals["bytes"] - self._last["bytes"]) / elapsed / 1e6
         log.info("Status: %.1f records/s, %.2f MB/s, lag %d, dropped %d, %d partitions assigned, "
-                 "%d records mirrored in total", rate, mbps, totals["lag"], totals["dropped"],
-                 self.assigned(), totals["acked"])
+                 "%d records mirrored in total, %d waiting for the target", rate, mbps, totals["lag"],
+                 totals["dropped"], self.assigned(), totals["acked"], self._metrics.queue_depth())
         self._last, self._last_time = totals, now
 
     def caught_up(self) -> bool:

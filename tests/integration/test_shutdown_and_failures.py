@@ -45,12 +45,13 @@ def mirror_with_target_cut(tmp_path, source, target, shutdown_timeout_ms: str):
     proxy = EmbeddedProxy(target.bootstrap, tmp_path, "proxy").start()
     topic = source.create_topic("cut")
     files = mirror_files(tmp_path, source, type(target)("proxied", proxy.bootstrap))
-    mirror = MirrorProcess(mirror_args(files, topic, "--shutdown.timeout.ms", shutdown_timeout_ms),
-                           tmp_path / "m.log")
+    mirror = MirrorProcess(mirror_args(files, topic, "--shutdown.timeout.ms", shutdown_timeout_ms,
+                                       "--status.interval.ms", "200"), tmp_path / "m.log")
     try:
         mirror.wait_for_log("Assigned", 30)
         proxy.cut()
         source.seed(topic, make_records(20))
+        mirror.wait_for_log("20 waiting for the target", 30)  # consumed, but not deliverable
         yield mirror, files, topic
     finally:
         proxy.stop()
