@@ -61,10 +61,16 @@ class TargetTopics:
         self._source = source
         self._target = target
         self._known: set = set()
+        self._pending: set = set()
         self._lock = threading.Lock()
 
     def ensure(self, mapping: Dict[str, List[str]]) -> None:
-        """``mapping``: source topic -> the target topics its records go to."""
+        """``mapping``: source topic -> the target topics its records go to.
+
+        A cluster that cannot be reached now is not a reason to stop: the check is kept and
+        retried (``retry_pending``) while the producer waits for the target anyway. A topic the
+        target refuses to create is fatal, with a clear error.
+        """
         with self._lock:
             wanted = {(src, dst) for src, dsts in mapping.items() for dst in dsts
                       if dst not in self._known}
@@ -72,18 +78,27 @@ class TargetTopics:
                 return
             try:
                 existing = list_topic_partitions(self._target)
+                missing = {(src, dst) for src, dst in wanted if dst not in existing}
+                if missing:
+                    self._create(missing)
             except KafkaException as exc:
-                raise ClientFailed(f"cannot read the target cluster's topics: {exc.args[0].str()}")
-            self._known.update(dst for _, dst in wanted if dst in existing)
-            missing = {(src, dst) for src, dst in wanted if dst not in existing}
-            if missing:
-                self._create(missing)
+                self._pending.update(wanted)
+                log.warning("Cannot check the target topics now (%s); will try again",
+                            exc.args[0].str())
+                return
+            self._known.update(dst for _, dst in wanted)
+            self._pending.difference_update(wanted)
+
+    def retry_pending(self) -> None:
+        """Check again the topics an unreachable cluster kept us from checking."""
+        if self._pending:
+            mapping: Dict[str, List[str]] = {}
+            for src, dst in list(self._pending):
+                mapping.setdefault(src, []).append(dst)
+            self.ensure(mapping)
 
     def _create(self, missing: Iterable) -> None:
-        try:
-            counts = list_topic_partitions(self._source)
-        except KafkaException as exc:
-            raise ClientFailed(f"cannot read the source cluster's topics: {exc.args[0].str()}")
+        counts = list_topic_partitions(self._source)  # KafkaException: retried by the caller
         new_topics = {}
         for src, dst in sorted(missing):
             if src in counts and dst not in new_topics:

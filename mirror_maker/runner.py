@@ -18,6 +18,7 @@ from .admin import TargetTopics, admin_client
 from .client_errors import ClientErrors
 from .config import MirrorMakerConfig
 from .endpoint import OpsServer
+from .errors import MirrorFailure
 from .handlers import DefaultMessageHandler
 from .metrics import MirrorMetrics
 from .notify import notify
@@ -35,6 +36,7 @@ JOIN_GRACE_S = 5.0
 #: A thread whose loop has not come round for this long makes /ready answer 503.
 STALL_S = 30.0
 TICK_S = 0.2
+TOPIC_RETRY_S = 5.0
 
 
 def load_plugins(config: MirrorMakerConfig):
@@ -76,7 +78,7 @@ class MirrorMaker:
         self._subscription = TopicSubscription(
             source_admin, config.include, config.exclude_internal_topics,
             config.topic_refresh_ms, config.consumer["bootstrap.servers"])
-        target_topics = TargetTopics(source_admin, target_admin)
+        target_topics = self._target_topics = TargetTopics(source_admin, target_admin)
         self.threads = [
             MirrorThread(i, config, self.producer, self._handler, self._listener, self.state,
                          self._subscription, target_topics, self.metrics, source_errors)
@@ -106,8 +108,12 @@ class MirrorMaker:
     def run_until_stopped(self) -> None:
         """Refresh topics, report status and watch for "caught up" until the mirror stops."""
         notified = False
+        next_topic_check = 0.0
         while not self.state.stopping and any(t.is_alive() for t in self.threads):
             self._subscription.refresh_if_due()
+            if time.monotonic() >= next_topic_check:
+                next_topic_check = time.monotonic() + TOPIC_RETRY_S
+                self._retry_target_topics()
             self._status.tick()
             if not notified and self._status.assigned() > 0:
                 notified = notify("READY=1")
@@ -117,6 +123,12 @@ class MirrorMaker:
                 break
             self.state.wait(TICK_S)
         self.state.request_stop()
+
+    def _retry_target_topics(self) -> None:
+        try:
+            self._target_topics.retry_pending()
+        except MirrorFailure as exc:
+            self.state.fail(exc)
 
     def shutdown(self) -> None:
         """Wait for the threads (they flush and commit), then close the producer; bounded."""

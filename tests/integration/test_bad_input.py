@@ -9,7 +9,7 @@ import pytest
 
 from mirror_maker.embedded import free_port
 
-from .harness import Cluster, MirrorProcess, mirror_args, mirror_files, unique, write_properties
+from .harness import Cluster, MirrorProcess, mirror_args, mirror_files, write_properties
 
 PLUGINS = {"PYTHONPATH": str(Path(__file__).parent)}
 

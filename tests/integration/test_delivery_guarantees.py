@@ -28,7 +28,7 @@ def test_sigkill_mid_stream_then_restart_loses_nothing(tmp_path, source, target,
     finally:
         acked = stream.stop()
     try:
-        rows = target.read_values(topic, acked, timeout_s=90)
+        target.read_values(topic, acked, timeout_s=90)
     finally:
         assert mirror.stop(signal.SIGTERM) == 143, mirror.log()
 
@@ -52,7 +52,7 @@ def test_sigterm_exits_143_and_a_second_instance_takes_every_partition(tmp_path,
     finally:
         acked = stream.stop()
     try:
-        rows = target.read_values(topic, acked, timeout_s=90)
+        target.read_values(topic, acked, timeout_s=90)
     finally:
         if second is not None:
             assert second.stop(signal.SIGINT) == 130, second.log()
@@ -81,7 +81,7 @@ def test_two_instances_started_and_stopped_during_a_stream(tmp_path, source, tar
     finally:
         acked = stream.stop()
     try:
-        rows = target.read_values(topic, acked, timeout_s=90)
+        target.read_values(topic, acked, timeout_s=90)
         wait_until(lambda: sum(source.committed(files.group, topic).values()) >= len(acked), 30,
                    "every record committed")
     finally:
@@ -116,7 +116,7 @@ def test_commit_never_passes_what_the_target_has_not_acknowledged(tmp_path, sour
     finally:
         acked = stream.stop()
     try:
-        rows = target.read_values(topic, acked, timeout_s=120)
+        target.read_values(topic, acked, timeout_s=120)
         assert mirror.process.poll() is None, "the mirror must keep running through the outage"
     finally:
         assert mirror.stop(signal.SIGTERM) == 143, mirror.log()

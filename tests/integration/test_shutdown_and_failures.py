@@ -48,7 +48,7 @@ def mirror_with_target_cut(tmp_path, source, target, shutdown_timeout_ms: str):
     mirror = MirrorProcess(mirror_args(files, topic, "--shutdown.timeout.ms", shutdown_timeout_ms,
                                        "--status.interval.ms", "200"), tmp_path / "m.log")
     try:
-        mirror.wait_for_log("Assigned", 30)
+        mirror.wait_for_log("Resetting offset for partition", 30)  # target topic checked
         proxy.cut()
         source.seed(topic, make_records(20))
         mirror.wait_for_log("20 waiting for the target", 30)  # consumed, but not deliverable

@@ -19,8 +19,11 @@ class FakeAdmin:
         self.topics = dict(topics)
         self.create_error = create_error
         self.created = []
+        self.unreachable = False
 
     def list_topics(self, topic=None, timeout=None):
+        if self.unreachable:
+            raise KafkaException(KafkaError(KafkaError._TRANSPORT))
         return SimpleNamespace(topics={
             name: SimpleNamespace(error=None, partitions=dict.fromkeys(range(n)))
             for name, n in self.topics.items()})
@@ -71,3 +74,17 @@ def test_already_exists_race_is_fine():
     source = FakeAdmin({"orders": 3})
     target = FakeAdmin({}, create_error=KafkaError.TOPIC_ALREADY_EXISTS)
     TargetTopics(source, target).ensure({"orders": ["orders"]})
+
+
+def test_unreachable_target_is_checked_again_later_not_fatal(caplog):
+    source, target = FakeAdmin({"orders": 4}), FakeAdmin({})
+    target.unreachable = True
+    topics = TargetTopics(source, target)
+    topics.ensure({"orders": ["orders"]})
+    assert target.created == [] and "will try again" in caplog.text
+    topics.retry_pending()          # still away: still pending, no error
+    target.unreachable = False
+    topics.retry_pending()
+    assert target.created == [("orders", 4)]
+    topics.retry_pending()
+    assert target.created == [("orders", 4)]
