@@ -159,6 +159,10 @@ class MirrorMaker:
         elif not self.state.failed:
             log.info("Kafka mirror maker shutdown successfully")
 
+    def summary(self) -> str:
+        """The bounded run's one-line result (printed on stdout for cron)."""
+        return self._status.summary()
+
     def exit_status(self) -> int:
         if self.state.failure is not None:
             return exit_codes.FATAL
@@ -204,5 +208,5 @@ def run(config: MirrorMakerConfig, handler=None, listener=None) -> int:
     if mirror.state.failure is not None:
         log.error("%s - the mirror maker stopped without committing past it", mirror.state.failure)
     elif mirror.caught_up and mirror.exit_status() == exit_codes.OK:
-        print(mirror._status.summary(), flush=True)
+        print(mirror.summary(), flush=True)
     return mirror.exit_status()
