@@ -2,7 +2,6 @@
 no traceback, nothing lost (no offset committed, nothing written)."""
 
 import signal
-import time
 from pathlib import Path
 
 import pytest
@@ -93,9 +92,7 @@ def test_unreachable_bootstrap_keeps_retrying_names_the_address_and_stops_on_sig
     dead = f"127.0.0.1:{free_port()}"
     files = mirror_files(tmp_path, Cluster("dead", dead), target)
     mirror = MirrorProcess(mirror_args(files, "t"), tmp_path / "m.log")
-    started = time.monotonic()
-    mirror.wait_for_log(f"Cannot reach the source cluster at {dead}", 15)
-    assert time.monotonic() - started < 15
+    mirror.wait_for_log(f"Cannot reach the source cluster at {dead}", 15)  # named within 15 s
     assert mirror.process.poll() is None, "it keeps retrying"
     assert mirror.stop(signal.SIGTERM, timeout_s=30) == 143, mirror.log()
     assert "Traceback" not in mirror.log()
