@@ -100,7 +100,6 @@ class Checkpoint:
         self._metrics = metrics
         self._last_commit = clock()
         self.pending: Dict[TopicPartition, int] = {}
-        self.commits = 0
 
     def due(self) -> bool:
         return self._clock() - self._last_commit > self._interval_s
@@ -131,7 +130,6 @@ class Checkpoint:
         for tp, offset in committed.items():
             if self.pending.get(tp) == offset:
                 del self.pending[tp]
-        self.commits += 1
         if self._metrics is not None:
             self._metrics.committed(time.monotonic() - started)
         return True

@@ -153,7 +153,6 @@ class MirrorMetrics:
                 "acked": self.acknowledged(),
                 "lag": sum(p.lag for p in parts if p.lag is not None),
                 "dropped": self.dropped,
-                "commits": self.commits,
             }
 
     def collect(self):

@@ -83,10 +83,6 @@ def apply(command):
     return command
 
 
-def option_names():
-    return [decl for decls, *_ in ALL_OPTIONS for decl in decls]
-
-
 def value_options():
     """Options that take a value (a repeated one is an error, as in jopt-simple)."""
     return {decls: decls for decls, _n, _d, _df, kw in ALL_OPTIONS if not kw.get("is_flag")}

@@ -35,6 +35,11 @@ _UNASSIGNED = -1  # librdkafka's RD_KAFKA_PARTITION_UA: let the partitioner choo
 WAIT_LOG_EVERY_S = 10.0
 
 
+def _where(topic: str, partition: int, offset: int) -> str:
+    """How an error line names the source record."""
+    return f"{topic}-{partition} offset {offset}"
+
+
 class MirrorProducer:
     """A thin wrapper around one confluent ``Producer``; thread-safe as librdkafka's is."""
 
@@ -96,18 +101,19 @@ class MirrorProducer:
             self._producer.produce(topic, value, key, partition, None, None, timestamp, headers)
         except BufferError:
             self._wait_for_room(topic, value, key, partition, timestamp, headers,
-                                (src_topic, src_partition, src_offset))
+                                src_topic, src_partition, src_offset)
         except KafkaException as exc:
-            self._send_failed(f"{src_topic}-{src_partition} offset {src_offset}", topic, key, value,
+            self._send_failed(_where(src_topic, src_partition, src_offset), topic, key, value,
                               exc.args[0].str())
             return
         if self._sync:
             self.flush()
 
-    def _wait_for_room(self, topic, value, key, partition, timestamp, headers, source):
+    def _wait_for_room(self, topic, value, key, partition, timestamp, headers,
+                       src_topic, src_partition, src_offset):
         """A full queue is back-pressure: wait for deliveries to free room, then produce."""
         started = time.monotonic()
-        where = f"{source[0]}-{source[1]} offset {source[2]}"
+        where = _where(src_topic, src_partition, src_offset)
         while True:
             if self._state.failed:
                 return

@@ -40,6 +40,11 @@ class TopicSubscription:
         self._failing_since = None
         self._last_error_log = 0.0
 
+    @property
+    def version(self) -> int:
+        """Changes whenever the topic list does; cheap to read on every loop iteration."""
+        return self._version
+
     def current(self) -> Tuple[int, List[str]]:
         with self._lock:
             return self._version, list(self._topics)

@@ -59,6 +59,7 @@ class MirrorThread(threading.Thread):
         self._consumer: Optional[confluent_kafka.Consumer] = None
         self._checkpoint: Optional[Checkpoint] = None
         self._subscribed_version = -1
+        self._has_topics = False
         self.assigned: set = set()
         #: Assigned partitions whose position reached the high watermark of the last fetch.
         self.at_end: set = set()
@@ -146,16 +147,17 @@ class MirrorThread(threading.Thread):
                 self.update_lag()
 
     def _maybe_subscribe(self) -> bool:
-        version, topics = self._subscription.current()
-        if version != self._subscribed_version:
+        if self._subscription.version != self._subscribed_version:
+            version, topics = self._subscription.current()
             self._subscribed_version = version
+            self._has_topics = bool(topics)
             if topics:
                 self._consumer.subscribe(topics, on_assign=self._on_assign,
                                          on_revoke=self._on_revoke, on_lost=self._on_lost)
                 self._log.info("Subscribed to %d topics", len(topics))
             else:
                 self._consumer.unsubscribe()
-        return bool(topics)
+        return self._has_topics
 
     def _mirror(self, messages: List) -> None:
         """Hand one consumed batch to the producer; the hot path of the whole mirror.

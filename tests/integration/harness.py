@@ -329,3 +329,26 @@ def values(rows) -> List[bytes]:
 def mirror_args(files: MirrorFiles, include: str, *extra: str) -> List[str]:
     return ["--consumer.config", str(files.consumer), "--producer.config", str(files.producer),
             "--include", include, *extra]
+
+
+def wait_settled(*mirrors: "MirrorProcess", timeout_s: float = 60.0) -> None:
+    """Wait until the group is stable for these mirrors: each one's last rebalance event is an
+    assignment, and no new event appeared between two looks half a second apart.
+
+    Stopping a member in the middle of a rebalance can stall the embedded broker's group
+    coordinator for minutes; tests that change membership wait for this first.
+    """
+    def events(mirror):
+        return [line for line in mirror.log().splitlines() if "] Assigned " in line or "] Revoked " in line]
+
+    previous = {}
+
+    def stable() -> bool:
+        current = {id(m): len(events(m)) for m in mirrors}
+        settled = all(events(m) and "] Assigned " in events(m)[-1] for m in mirrors)
+        ok = settled and current == previous
+        previous.clear()
+        previous.update(current)
+        return ok
+
+    wait_until(stable, timeout_s, "the consumer group to settle", step_s=0.5)

@@ -101,29 +101,21 @@ def test_unreachable_bootstrap_keeps_retrying_names_the_address_and_stops_on_sig
 @pytest.mark.embedded_only
 def test_authentication_failure_names_the_cluster_side(tmp_path, source):
     from ..tls_material import make_tls_files
-    from .tls import TlsFront
-    from mirror_maker.embedded import EmbeddedBroker
+    from .tls import tls_broker
 
     (tmp_path / "served").mkdir()
     (tmp_path / "other").mkdir()
     served = make_tls_files(tmp_path / "served")
     other = make_tls_files(tmp_path / "other")  # a CA the front's certificate does not chain to
-    tls_port, plain_port = free_port(), free_port()
-    front = TlsFront(tls_port, plain_port, served)
-    broker = EmbeddedBroker("tls-auth", tmp_path, port=plain_port, advertised_port=tls_port)
-    broker._spawn()
-    try:
-        files = mirror_files(tmp_path, source, Cluster("tls", f"127.0.0.1:{tls_port}"), producer={
+    with tls_broker(tmp_path, served, "tls-auth") as (tls_target, _front):
+        files = mirror_files(tmp_path, source, tls_target, producer={
             "security.protocol": "SSL", "ssl.truststore.location": other.truststore_jks,
             "ssl.truststore.password": other.store_password})
         topic = source.create_topic("auth")
         mirror = MirrorProcess(mirror_args(files, topic), tmp_path / "m.log")
         assert mirror.wait(60) == 255, mirror.log()
         errors = [line for line in mirror.log().splitlines() if " ERROR " in line]
-        assert any(f"authentication failed with the target cluster (127.0.0.1:{tls_port})" in e
+        assert any(f"authentication failed with the target cluster ({tls_target.bootstrap})" in e
                    for e in errors), errors
         assert "Traceback" not in mirror.log()
         assert source.committed(files.group, topic) == {}
-    finally:
-        front.close()
-        broker.stop()

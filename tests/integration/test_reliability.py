@@ -18,6 +18,7 @@ from .harness import (
     mirror_files,
     unique,
     values,
+    wait_settled,
     wait_until,
 )
 
@@ -147,6 +148,7 @@ def test_rebalance_storm(tmp_path, source, target, files, report):
             others = [MirrorProcess(args, tmp_path / f"other-{round_}-{i}.log") for i in (2, 3)]
             for other in others:
                 other.wait_for_log("Assigned", 30)
+            wait_settled(main, *others)
             for other in others:
                 assert other.stop(signal.SIGTERM, timeout_s=30) == 143, other.log()
     finally:

@@ -4,26 +4,18 @@ import signal
 
 import pytest
 
-from mirror_maker.embedded import EmbeddedBroker, free_port
-
+from ..tls_material import make_tls_files
 from .harness import Cluster, MirrorProcess, make_records, mirror_args, mirror_files
-from ..tls_material import make_tls_files, pem_client_conf
-from .tls import TlsFront
+from .tls import tls_broker
 
 
 @pytest.mark.embedded_only
 def test_mirror_to_a_tls_target_with_jks_stores(tmp_path, source):
     tls = make_tls_files(tmp_path)
-    tls_port, plain_port = free_port(), free_port()
-    front = TlsFront(tls_port, plain_port, tls)
-    broker = EmbeddedBroker("tls-target", tmp_path, port=plain_port, advertised_port=tls_port,
-                            client_conf=pem_client_conf(tls))
-    try:
-        broker.start()
-        tls_target = Cluster("tls-target", broker.bootstrap, client_conf=pem_client_conf(tls))
+    with tls_broker(tmp_path, tls) as (tls_target, front):
         topic = source.create_topic("tls", partitions=2)
         source.seed(topic, make_records(300))
-        files = mirror_files(tmp_path, source, Cluster("tls", f"127.0.0.1:{tls_port}"), producer={
+        files = mirror_files(tmp_path, source, tls_target, producer={
             "security.protocol": "SSL",
             "ssl.truststore.location": tls.truststore_jks,
             "ssl.truststore.password": tls.store_password,
@@ -39,13 +31,10 @@ def test_mirror_to_a_tls_target_with_jks_stores(tmp_path, source):
         finally:
             assert mirror.stop(signal.SIGTERM) == 143, mirror.log()
         assert front.handshakes > 0  # the records went through TLS, client certificate checked
-        log = mirror.log()
-        assert "SSL handshake failed" not in log
-        for secret in (tls.store_password, tls.key_password):
-            assert secret not in log
-    finally:
-        front.close()
-        broker.stop()
+    log = mirror.log()
+    assert "SSL handshake failed" not in log
+    for secret in (tls.store_password, tls.key_password):
+        assert secret not in log
 
 
 def test_wrong_truststore_password_is_a_clear_startup_error(tmp_path, source):

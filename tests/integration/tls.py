@@ -7,11 +7,12 @@ advertises the TLS port, so every connection goes through the front.
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import ssl
 import threading
 
-from ..tls_material import TlsFiles
+from ..tls_material import TlsFiles, pem_client_conf
 
 
 class TlsFront:
@@ -74,3 +75,25 @@ class TlsFront:
     def close(self) -> None:
         self._stop.set()
         self._listener.close()
+
+
+@contextlib.contextmanager
+def tls_broker(tmp_path, files: TlsFiles, name: str = "tls-target"):
+    """An embedded broker reachable only through a TLS front; yields (Cluster, front).
+
+    The Cluster's own clients use the PEM client settings, so tests can read what arrived.
+    """
+    from mirror_maker.embedded import EmbeddedBroker, free_port
+
+    from .harness import Cluster
+
+    tls_port, plain_port = free_port(), free_port()
+    front = TlsFront(tls_port, plain_port, files)
+    broker = EmbeddedBroker(name, tmp_path, port=plain_port, advertised_port=tls_port,
+                            client_conf=pem_client_conf(files))
+    try:
+        broker.start()
+        yield Cluster(name, broker.bootstrap, client_conf=pem_client_conf(files)), front
+    finally:
+        front.close()
+        broker.stop()
