@@ -60,6 +60,8 @@ def usage_text() -> str:
     lines += _table(_rows(options.KAFKA_OPTIONS))
     lines += ["", "Extensions (kafka-mirror-maker for Python only):"]
     lines += _table(_rows(options.EXTENSION_OPTIONS))
+    lines += ["", "Spark mode (kafka-mirror-maker for Python only):"]
+    lines += _table(_rows(options.SPARK_OPTIONS))
     return "\n".join(lines)
 
 
@@ -109,14 +111,39 @@ def command(**params) -> int:
         "exit_when_caught_up": params.pop("exit_when_caught_up"),
     }
 
+    spark = _spark_options(params, extensions)
+
     from dataclasses import replace
 
     from .config import build_config
     from .runner import load_plugins, run
 
     config = replace(build_config(include=include, **params), **extensions)
-    handler, listener = load_plugins(config)
+    handler, listener = load_plugins(config)  # a bad plugin fails here, before Spark starts
+    if spark is not None:
+        from .spark.driver import run_on_spark
+
+        return run_on_spark(config, spark)
     return run(config, handler, listener)
+
+
+def _spark_options(params: dict, extensions: dict):
+    """The ``--spark.*`` options (None without ``--spark``); they mean nothing without it."""
+    enabled = params.pop("spark")
+    given = {"master": params.pop("spark_master"), "conf": tuple(params.pop("spark_conf")),
+             "py_files": params.pop("spark_py_files"), "max_restarts": params.pop("spark_max_restarts")}
+    if not enabled:
+        for name in ("master", "conf", "py_files"):
+            if given[name]:
+                raise ConfigError(f"--spark.{name.replace('_', '.')} is only used with --spark")
+        return None
+    if extensions["metrics_port"] is not None:
+        raise ConfigError("--metrics.port is not available with --spark yet: the driver logs the "
+                          "workers' combined status line (--status.interval.ms)")
+    from .spark.settings import SparkOptions
+
+    py_files = tuple(p.strip() for p in (given["py_files"] or "").split(",") if p.strip())
+    return SparkOptions(given["master"], given["conf"], py_files, given["max_restarts"])
 
 
 def main(argv: Optional[List[str]] = None) -> None:

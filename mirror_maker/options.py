@@ -1,4 +1,4 @@
-"""The command line options: Kafka 3.9 MirrorMaker's 14, its aliases, and our extensions.
+"""The command line options: Kafka 3.9 MirrorMaker's 14, its aliases, our extensions and Spark's.
 
 Kafka's dotted names are kept verbatim; each gets an explicit Python name because click cannot
 derive one from a dotted flag. ``KAFKA_OPTIONS`` and ``EXTENSION_OPTIONS`` drive the help text
@@ -73,7 +73,25 @@ EXTENSION_OPTIONS = [
      "before it exits without committing them.", "30000", dict(type=int, default=30000)),
 ]
 
-ALL_OPTIONS = KAFKA_OPTIONS + EXTENSION_OPTIONS
+SPARK_OPTIONS = [
+    (("--spark",), "spark",
+     "Run the streams as tasks of one Spark job (PySpark: pip install "
+     "'kafka-mirror-maker[spark]').", None, dict(is_flag=True)),
+    (("--spark.master",), "spark_master",
+     "String: The Spark master URL (spark://host:port, yarn, k8s://...).",
+     "local[<num.streams>]", {}),
+    (("--spark.conf",), "spark_conf",
+     "String: key=value: A Spark setting; repeat the option for several.", None,
+     dict(multiple=True)),
+    (("--spark.py.files",), "spark_py_files",
+     "String: Comma-separated .py/.zip/.egg files the executors need (plugin modules that only "
+     "this machine has are shipped without it).", None, {}),
+    (("--spark.max.restarts",), "spark_max_restarts",
+     "Integer: How often in a row the driver restarts the job after a worker died.", "3",
+     dict(type=click.IntRange(min=0), default=3)),
+]
+
+ALL_OPTIONS = KAFKA_OPTIONS + EXTENSION_OPTIONS + SPARK_OPTIONS
 
 
 def apply(command):
@@ -85,4 +103,5 @@ def apply(command):
 
 def value_options():
     """Options that take a value (a repeated one is an error, as in jopt-simple)."""
-    return {decls: decls for decls, _n, _d, _df, kw in ALL_OPTIONS if not kw.get("is_flag")}
+    return {decls: decls for decls, _n, _d, _df, kw in ALL_OPTIONS
+            if not kw.get("is_flag") and not kw.get("multiple")}

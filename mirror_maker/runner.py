@@ -11,7 +11,7 @@ import os
 import signal
 import threading
 import time
-from typing import List, Optional, Tuple
+from typing import Callable, Iterable, List, Optional, Sequence, Tuple
 
 from . import exit_codes
 from .admin import TargetTopics, admin_client
@@ -25,7 +25,7 @@ from .notify import notify
 from .plugins import load_handler, load_listener
 from .producer import MirrorProducer
 from .state import RunState
-from .status import StatusReporter
+from .status import StatusReporter, snapshot
 from .subscription import TopicSubscription
 from .worker import MirrorThread
 
@@ -49,10 +49,16 @@ def load_plugins(config: MirrorMakerConfig):
 
 
 class MirrorMaker:
-    """One producer, N mirror threads, a topic subscription and the shutdown sequence."""
+    """One producer, N mirror threads, a topic subscription and the shutdown sequence.
 
-    def __init__(self, config: MirrorMakerConfig, handler, listener) -> None:
+    ``streams`` are the thread numbers this process runs (all of ``--num.streams`` by default;
+    one number in a Spark worker), which name the threads and their consumers' client ids.
+    """
+
+    def __init__(self, config: MirrorMakerConfig, handler, listener,
+                 streams: Optional[Sequence[int]] = None) -> None:
         self.config = config
+        self._streams = range(config.num_streams) if streams is None else streams
         self.state = RunState(config.shutdown_timeout_s)
         self.metrics = MirrorMetrics()
         self._handler = handler
@@ -82,11 +88,11 @@ class MirrorMaker:
         self.threads = [
             MirrorThread(i, config, self.producer, self._handler, self._listener, self.state,
                          self._subscription, target_topics, self.metrics, source_errors)
-            for i in range(config.num_streams)
+            for i in self._streams
         ]
-        self._status = StatusReporter(self.metrics, self.threads, config.status_interval_ms / 1000.0,
+        self._status = StatusReporter(self.snapshot, config.status_interval_ms / 1000.0,
                                       progress=config.exit_when_caught_up)
-        self.metrics.assigned_partitions = self._status.assigned
+        self.metrics.assigned_partitions = self.assigned
         if config.metrics_port is not None:
             self._server = OpsServer(config.metrics_bind, config.metrics_port, self.metrics,
                                      self.readiness).start()
@@ -94,19 +100,28 @@ class MirrorMaker:
         for thread in self.threads:
             thread.start()
 
+    def snapshot(self) -> dict:
+        """The numbers the status line, the caught-up check and a Spark driver read."""
+        return snapshot(self.metrics, self.threads)
+
+    def assigned(self) -> int:
+        return sum(len(thread.assigned) for thread in self.threads)
+
     def readiness(self) -> Tuple[bool, str]:
         if self.state.stopping:
             return False, "stopping"
-        if not self._status or self._status.assigned() == 0:
+        if not self._status or self.assigned() == 0:
             return False, "no partitions assigned yet"
         now = time.monotonic()
         stalled = [t.name for t in self.threads if now - t.last_progress > STALL_S]
         if stalled:
             return False, f"no progress for {STALL_S:.0f} s in {', '.join(stalled)}"
-        return True, f"ready: {self._status.assigned()} partitions assigned"
+        return True, f"ready: {self.assigned()} partitions assigned"
 
-    def run_until_stopped(self) -> None:
-        """Refresh topics, report status and watch for "caught up" until the mirror stops."""
+    def run_until_stopped(self, on_tick: Optional[Callable[[], None]] = None) -> None:
+        """Refresh topics, report status and watch for "caught up" until the mirror stops.
+
+        ``on_tick`` runs on every round (a Spark worker reports its numbers to the driver)."""
         notified = False
         next_topic_check = 0.0
         while not self.state.stopping and any(t.is_alive() for t in self.threads):
@@ -115,7 +130,9 @@ class MirrorMaker:
                 next_topic_check = time.monotonic() + TOPIC_RETRY_S
                 self._retry_target_topics()
             self._status.tick()
-            if not notified and self._status.assigned() > 0:
+            if on_tick is not None:
+                on_tick()
+            if not notified and self.assigned() > 0:
                 notified = notify("READY=1")
             if self.config.exit_when_caught_up and self._status.caught_up():
                 self.caught_up = True
@@ -174,10 +191,10 @@ class MirrorMaker:
 
     # -- signals -----------------------------------------------------------------------
 
-    def install_signal_handlers(self) -> None:
+    def install_signal_handlers(self, signals: Iterable[int] = tuple(SIGNAL_EXIT)) -> None:
         if threading.current_thread() is not threading.main_thread():
             return
-        for signum in SIGNAL_EXIT:
+        for signum in signals:
             self._previous_handlers[signum] = signal.signal(signum, self._on_signal)
 
     def restore_signal_handlers(self) -> None:
@@ -198,15 +215,21 @@ def run(config: MirrorMakerConfig, handler=None, listener=None) -> int:
     if handler is None and listener is None:
         handler, listener = load_plugins(config)
     mirror = MirrorMaker(config, handler, listener)
-    mirror.install_signal_handlers()
-    try:
-        mirror.start()
-        mirror.run_until_stopped()
-    finally:
-        mirror.shutdown()
-        mirror.restore_signal_handlers()
+    run_mirror(mirror)
     if mirror.state.failure is not None:
         log.error("%s - the mirror maker stopped without committing past it", mirror.state.failure)
     elif mirror.caught_up and mirror.exit_status() == exit_codes.OK:
         print(mirror.summary(), flush=True)
     return mirror.exit_status()
+
+
+def run_mirror(mirror: MirrorMaker, signals: Iterable[int] = tuple(SIGNAL_EXIT),
+               on_tick: Optional[Callable[[], None]] = None) -> None:
+    """Start, run until stopped, and always shut down (flush, commit, close) and restore signals."""
+    mirror.install_signal_handlers(signals)
+    try:
+        mirror.start()
+        mirror.run_until_stopped(on_tick)
+    finally:
+        mirror.shutdown()
+        mirror.restore_signal_handlers()

@@ -18,21 +18,44 @@ from .metrics import MirrorMetrics
 log = logging.getLogger("mirror_maker.status")
 
 
+def snapshot(metrics: MirrorMetrics, threads: List) -> dict:
+    """This process's numbers for the status line and the "caught up" check.
+
+    The same keys come from every Spark worker over the control channel, so the driver's
+    reporter sums them (``combine``) and reads them exactly as a single process's.
+    """
+    totals = metrics.totals()
+    totals["assigned"] = sum(len(thread.assigned) for thread in threads)
+    totals["queued"] = metrics.queue_depth()
+    # Every thread has taken part in a rebalance, and every assigned partition's position
+    # reached the high watermark of its last fetch.
+    totals["rebalanced"] = bool(threads) and all(thread.rebalanced for thread in threads)
+    totals["at_end"] = all(thread.assigned <= thread.at_end for thread in threads)
+    return totals
+
+
+SUMMED = ("records", "bytes", "acked", "lag", "dropped", "assigned", "queued")
+
+
+def combine(snapshots: List[dict]) -> dict:
+    """The snapshot of several processes: counts summed, flags true only if true in all."""
+    combined = {key: sum(s.get(key, 0) for s in snapshots) for key in SUMMED}
+    combined["rebalanced"] = bool(snapshots) and all(s.get("rebalanced") for s in snapshots)
+    combined["at_end"] = all(s.get("at_end") for s in snapshots)
+    return combined
+
+
 class StatusReporter:
-    def __init__(self, metrics: MirrorMetrics, threads: List, interval_s: float,
-                 progress: bool = False, clock: Callable[[], float] = time.monotonic) -> None:
-        self._metrics = metrics
-        self._threads = threads
+    def __init__(self, snapshot: Callable[[], dict], interval_s: float, progress: bool = False,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self._snapshot = snapshot
         self._interval_s = interval_s
         self._clock = clock
         self._started = clock()
         self._last_time = self._started
-        self._last = metrics.totals()
+        self._last = snapshot()
         self._bar = None
         self._progress = progress and sys.stderr.isatty()
-
-    def assigned(self) -> int:
-        return sum(len(thread.assigned) for thread in self._threads)
 
     def tick(self) -> None:
         """Called often by the runner; logs when the interval passed, updates the bar."""
@@ -44,33 +67,30 @@ class StatusReporter:
 
     def log_line(self, now: Optional[float] = None) -> None:
         now = self._clock() if now is None else now
-        totals = self._metrics.totals()
+        totals = self._snapshot()
         elapsed = max(now - self._last_time, 1e-9)
         rate = (totals["records"] - self._last["records"]) / elapsed
         mbps = (totals["bytes"] - self._last["bytes"]) / elapsed / 1e6
         log.info("Status: %.1f records/s, %.2f MB/s, lag %d, dropped %d, %d partitions assigned, "
                  "%d records mirrored in total, %d waiting for the target", rate, mbps, totals["lag"],
-                 totals["dropped"], self.assigned(), totals["acked"], self._metrics.queue_depth())
+                 totals["dropped"], totals["assigned"], totals["acked"], totals["queued"])
         self._last, self._last_time = totals, now
 
     def caught_up(self) -> bool:
-        """Every thread has taken part in a rebalance, some partition is assigned, and every
+        """Every consumer has taken part in a rebalance, some partition is assigned, and every
         assigned partition's position reached the high watermark of its last fetch."""
-        if not self._threads or not all(t.rebalanced for t in self._threads):
-            return False
-        if self.assigned() == 0:
-            return False
-        return all(thread.assigned <= thread.at_end for thread in self._threads)
+        totals = self._snapshot()
+        return totals["rebalanced"] and totals["assigned"] > 0 and totals["at_end"]
 
     def summary(self) -> str:
-        totals = self._metrics.totals()
+        totals = self._snapshot()
         seconds = self._clock() - self._started
         return (f"Caught up: {totals['acked']} records ({totals['bytes'] / 1e6:.2f} MB of values) "
                 f"mirrored in {seconds:.1f} s, {totals['dropped']} dropped; every assigned "
                 f"partition is at its end and committed")
 
     def _update_bar(self) -> None:
-        lag = self._metrics.totals()["lag"]
+        lag = self._snapshot()["lag"]
         if self._bar is None:
             from tqdm import tqdm
 

@@ -246,12 +246,13 @@ def mirror_files(tmp_path: Path, source: Cluster, target: Cluster, group: Option
 class MirrorProcess:
     """``bin/kafka-mirror-maker.py`` as a user runs it, in a subprocess with its log captured."""
 
-    def __init__(self, args: List[str], log_path: Path, env: Optional[dict] = None) -> None:
+    def __init__(self, args: List[str], log_path: Path, env: Optional[dict] = None,
+                 cwd: Optional[Path] = None) -> None:
         self.log_path = log_path
         self._log = open(log_path, "ab")
         self.process = subprocess.Popen(
             [sys.executable, str(BIN), *args], stdin=subprocess.DEVNULL, stdout=self._log,
-            stderr=subprocess.STDOUT, env={**os.environ, **(env or {})}, cwd=str(log_path.parent),
+            stderr=subprocess.STDOUT, env={**os.environ, **(env or {})}, cwd=str(cwd or log_path.parent),
             preexec_fn=die_with_parent(signal.SIGKILL),  # never outlive a killed test run
         )
 

@@ -11,7 +11,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from mirror_maker.metrics import MirrorMetrics, WindowStat
 from mirror_maker.notify import notify
 from mirror_maker.records import TopicPartition
-from mirror_maker.status import StatusReporter
+from mirror_maker.status import StatusReporter, combine, snapshot
 
 ROOT = Path(__file__).resolve().parents[2]
 TP = TopicPartition("orders", 2)
@@ -70,27 +70,44 @@ def thread(assigned, at_end, rebalanced=True):
     return SimpleNamespace(assigned=set(assigned), at_end=set(at_end), rebalanced=rebalanced)
 
 
+def reporter(metrics, threads, interval=30, **kwargs):
+    return StatusReporter(lambda: snapshot(metrics, threads), interval, **kwargs)
+
+
 def test_caught_up_needs_every_assigned_partition_at_its_end():
     a, b = TopicPartition("t", 0), TopicPartition("t", 1)
     metrics = MirrorMetrics()
-    assert not StatusReporter(metrics, [thread([a], [])], 30).caught_up()
-    assert StatusReporter(metrics, [thread([a], [a]), thread([b], [b])], 30).caught_up()
-    assert not StatusReporter(metrics, [thread([a], [a]), thread([], [], rebalanced=False)], 30).caught_up()
-    assert StatusReporter(metrics, [thread([a], [a]), thread([], [])], 30).caught_up()
-    assert not StatusReporter(metrics, [thread([], [])], 30).caught_up()
+    assert not reporter(metrics, [thread([a], [])]).caught_up()
+    assert reporter(metrics, [thread([a], [a]), thread([b], [b])]).caught_up()
+    assert not reporter(metrics, [thread([a], [a]), thread([], [], rebalanced=False)]).caught_up()
+    assert reporter(metrics, [thread([a], [a]), thread([], [])]).caught_up()
+    assert not reporter(metrics, [thread([], [])]).caught_up()
+
+
+def test_combined_snapshots_of_spark_workers():
+    a, b = TopicPartition("t", 0), TopicPartition("t", 1)
+    metrics = MirrorMetrics()
+    done = snapshot(metrics, [thread([a], [a])])
+    idle = snapshot(metrics, [thread([], [])])
+    behind = snapshot(metrics, [thread([b], [])])
+    both = combine([done, idle])
+    assert both["assigned"] == 1 and both["rebalanced"] and both["at_end"]
+    assert not combine([done, behind])["at_end"]
+    assert not combine([])["rebalanced"]
+    assert combine([done, behind])["assigned"] == 2
 
 
 def test_status_line(caplog):
     now = [0.0]
     metrics = MirrorMetrics()
-    reporter = StatusReporter(metrics, [thread([TP], [])], 10, clock=lambda: now[0])
+    status = reporter(metrics, [thread([TP], [])], 10, clock=lambda: now[0])
     metrics.consumed(TP, 500, 2_000_000, 0, 0, 0, 0)
     metrics.set_lag(TP, 42)
     now[0] = 5.0
-    reporter.tick()
+    status.tick()
     assert "Status:" not in caplog.text
     now[0] = 10.0
-    reporter.tick()
+    status.tick()
     assert "Status: 50.0 records/s, 0.20 MB/s, lag 42, dropped 0, 1 partitions assigned" in caplog.text
 
 

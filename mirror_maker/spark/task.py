@@ -1,0 +1,134 @@
+"""What runs inside each Spark task: one mirror stream, the same engine as a mirror thread.
+
+The task builds a :class:`~mirror_maker.runner.MirrorMaker` for its one stream number (so its
+consumer is ``<group>-<n>`` exactly as thread n's would be) with the same handler, listener,
+flush-before-commit and abort rules, and reports to the driver over the control channel: its
+numbers every second, its log lines, its failure. It stops, flushes and commits when the
+driver says so, when the executor shuts it down (SIGTERM/SIGHUP), or when the driver is gone.
+
+A failure never raises out of the task: raising would make Spark abort the barrier job, which
+the driver treats as a dead worker and restarts, straight back into the same failure. The task
+returns a summary that names the failure instead, and the driver stops.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import socket
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from typing import Callable, Iterator, Optional, Tuple
+
+from ..config import MirrorMakerConfig
+from ..errors import ConfigError, MirrorMakerError
+from ..log import KafkaFormatter, FORMAT
+from ..runner import MirrorMaker, load_plugins, run_mirror
+from .control import ControlClient
+
+STATUS_EVERY_S = 1.0
+#: SIGHUP is what pyspark's daemon sends its workers when the executor shuts down.
+WORKER_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+
+
+@dataclass(frozen=True)
+class TaskPlan:
+    """Everything a task needs, pickled into the job's closure by the driver."""
+
+    config: MirrorMakerConfig
+    control: Tuple[str, int]
+    token: str
+    job: int
+    log_level: int
+    #: Executors on a cluster keep their own log too (local workers share the driver's console).
+    log_to_stderr: bool
+
+
+class _Forward(logging.Handler):
+    """Sends each log record to the driver, which logs it under the worker's number."""
+
+    def __init__(self, client: ControlClient) -> None:
+        super().__init__()
+        self._client = client
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            message = record.getMessage()
+        except Exception:  # a bad format string must not kill the stream
+            message = str(record.msg)
+        self._client.send({"t": "log", "level": record.levelno, "name": record.name, "msg": message})
+
+
+class _Reporter:
+    """Sends the mirror's numbers at most every second, and passes a driver stop to the engine."""
+
+    def __init__(self, client: ControlClient, mirror: MirrorMaker, stop: threading.Event) -> None:
+        self._client = client
+        self._mirror = mirror
+        self._stop = stop
+        self._next = 0.0
+
+    def tick(self) -> None:
+        if self._stop.is_set() and not self._mirror.state.stopping:
+            self._mirror.state.request_stop()
+        now = time.monotonic()
+        if now >= self._next:
+            self._next = now + STATUS_EVERY_S
+            self._client.send({"t": "status", "snapshot": self._mirror.snapshot()})
+
+
+def run_stream(plan: TaskPlan, _partition: Iterator) -> Iterator[dict]:
+    """The ``mapPartitions`` function of the barrier job: one stream per task."""
+    from pyspark import BarrierTaskContext
+
+    context = BarrierTaskContext.get()
+    yield run_worker(plan, context.partitionId(), context.barrier)
+
+
+def run_worker(plan: TaskPlan, index: int, barrier: Callable[[], None]) -> dict:
+    stop = threading.Event()
+    hello = {"worker": index, "job": plan.job, "pid": os.getpid(), "host": socket.gethostname()}
+    client = ControlClient(plan.control, plan.token, hello, stop.set)
+    root = logging.getLogger()
+    saved = (list(root.handlers), root.level)
+    root.handlers = [_Forward(client)]
+    if plan.log_to_stderr:
+        stderr = logging.StreamHandler(sys.stderr)
+        stderr.setFormatter(KafkaFormatter(FORMAT))
+        root.handlers.append(stderr)
+    root.setLevel(plan.log_level)
+    try:
+        barrier()  # every stream joins the group at once: one rebalance instead of N
+        summary = _mirror(plan, index, client, stop)
+        client.send({"t": "done", "summary": summary})
+        return summary
+    finally:
+        # pyspark reuses worker processes: leave nothing of this task behind.
+        root.handlers, root.level = saved
+        client.close()
+
+
+def _mirror(plan: TaskPlan, index: int, client: ControlClient, stop: threading.Event) -> dict:
+    mirror: Optional[MirrorMaker] = None
+    failure: Optional[MirrorMakerError] = None
+    try:
+        handler, listener = load_plugins(plan.config)
+        mirror = MirrorMaker(plan.config, handler, listener, streams=[index])
+        run_mirror(mirror, WORKER_SIGNALS, _Reporter(client, mirror, stop).tick)
+        failure = mirror.state.failure
+    except MirrorMakerError as exc:
+        failure = exc
+    except Exception as exc:  # anything unexpected stops every stream, as in a thread
+        logging.getLogger("mirror_maker.spark").debug("worker failure", exc_info=True)
+        failure = MirrorMakerError(f"worker {index} failed: {type(exc).__name__}: {exc}")
+    summary = {"worker": index, "pid": os.getpid(), "failure": None, "kind": None,
+               "undelivered": mirror.undelivered if mirror else 0,
+               "snapshot": mirror.snapshot() if mirror else {}}
+    if failure is not None:
+        summary["failure"] = str(failure)
+        summary["kind"] = "config" if isinstance(failure, ConfigError) else "fatal"
+        client.send({"t": "failed", "kind": summary["kind"], "error": summary["failure"]})
+    return summary
