@@ -46,7 +46,9 @@ TICK_S = 0.2
 RESTART_BACKOFF_S = 2.0
 #: A job that ran this long before a worker died starts a new count of restarts.
 STABLE_S = 300.0
-CANCEL_GRACE_S = 5.0
+#: Workers bound their own shutdown (--shutdown.timeout.ms, then a few seconds to join their
+#: thread); the driver's cancel after this much more is the last resort.
+CANCEL_GRACE_S = 15.0
 INSTALL_HINT = "pip install 'kafka-mirror-maker[spark]'"
 SIGNAL_EXIT = {signal.SIGTERM: exit_codes.SIGTERM, signal.SIGINT: exit_codes.SIGINT}
 COUNTERS = ("records", "bytes", "acked", "dropped")
@@ -132,13 +134,14 @@ class SparkDriver:
                     self._snapshots[worker] = summary["snapshot"]
         elif kind == "failed":
             error = f"worker {worker}: {message.get('error')}"
-            failure = ConfigError(error) if message.get("kind") == "config" else MirrorFailure(error)
+            failure = (ConfigError(error) if message.get("kind") == "config" else
+                       MirrorFailure(f"{error} - the mirror maker stopped without committing past it"))
             with self._lock:
                 first = self._failure is None
                 if first:
-                    self._failure = failure
+                    self._failure = failure  # raised when the job has ended; cli logs it once
             if first:
-                log.error("%s - the mirror maker stopped without committing past it", error)
+                log.info("Worker %s failed: stopping every stream", worker)
                 self._request_stop()
 
     def _request_stop(self) -> None:

@@ -32,9 +32,10 @@ DEFAULTS = {
     "spark.app.name": "kafka-mirror-maker",
     "spark.ui.showConsoleProgress": "false",
     "spark.log.level": "WARN",
-    # "Not enough slots" after about 10 s instead of Spark's 15 s x 40 checks (10 minutes).
+    # "Not enough slots" after about 30 s (executors may still be registering) instead of
+    # Spark's 15 s x 40 checks (10 minutes). A local master's slots are checked before starting.
     "spark.scheduler.barrier.maxConcurrentTasksCheck.interval": "2s",
-    "spark.scheduler.barrier.maxConcurrentTasksCheck.maxFailures": "5",
+    "spark.scheduler.barrier.maxConcurrentTasksCheck.maxFailures": "15",
     "spark.python.worker.faulthandler.enabled": "true",
 }
 

@@ -69,3 +69,214 @@ def test_two_streams_mirror_everything_and_sigterm_exits_143(tmp_path, source, t
     assert "Traceback" not in mirror.log()
     assert_exactly_once_each(target.read_all(topic, expected=2000), [r.value for r in seeded])
     assert_committed_everything(source, files, topic)
+
+
+def started_workers(log):
+    """(worker, pid, job) of every "Spark worker N started" line."""
+    return [(int(w), int(pid), int(job)) for w, pid, job in
+            re.findall(r"Spark worker (\d+) started \(pid (\d+) on \S+, job (\d+)\)", log)]
+
+
+@pytest.mark.embedded_only
+def test_a_killed_worker_is_restarted_and_nothing_is_lost(tmp_path, source, target, files):
+    topic = source.create_topic("spark-kill", partitions=4)
+    producer = BackgroundProducer(source, topic, rate=300).start()
+    mirror = spark_mirror(tmp_path, files, topic, "--num.streams", "2")
+    try:
+        target.read_values(topic, [b"v-300"], timeout_s=START_S)
+        worker, pid, job = started_workers(mirror.log())[0]
+        os.kill(pid, signal.SIGKILL)
+        killed_at = len(producer.acked)
+        mirror.wait_for_log("A Spark worker died", 30)
+        # within 30 s of the kill, records produced after it are on the target again
+        target.read_values(topic, [f"v-{killed_at + 300}".encode()], timeout_s=30)
+        assert len([w for w in started_workers(mirror.log()) if w[2] == job + 1]) == 2
+        acked = producer.stop()
+        target.read_values(topic, acked, timeout_s=60)
+        assert mirror.process.poll() is None
+    finally:
+        producer.stop()
+        status = mirror.stop(signal.SIGTERM, timeout_s=90)
+    assert status == 143, mirror.log()
+    assert "restarting all 2 streams in 2 s (restart 1 of at most 3 in a row)" in mirror.log()
+
+
+def test_poison_record_with_abort_exits_255_without_restarting(tmp_path, source, target):
+    topic = source.create_topic("spark-poison", partitions=1)
+    records = make_records(100, "before") + make_records(1, "big", size=20000) + make_records(100, "after")
+    source.seed(topic, records, partition=0)
+    files = mirror_files(tmp_path, source, target, producer={"max.request.size": 10000})
+    mirror = spark_mirror(tmp_path, files, topic, "--num.streams", "2")
+    assert mirror.wait(START_S + 60) == 255, mirror.log()
+    log = mirror.log()
+    errors = [line for line in log.splitlines() if " ERROR " in line]
+    assert len(errors) == 1, errors
+    assert f"{topic}-0 offset 100" in errors[0] and "too large" in errors[0].lower()
+    assert "the mirror maker stopped without committing past it" in errors[0]
+    assert "restarting" not in log and "Traceback" not in log
+    assert {job for _w, _p, job in started_workers(log)} == {1}
+    assert source.committed(files.group, topic).get(0, 0) <= 100
+
+
+HANDLER = '''
+"""A handler that only the driver's working directory has; it names the file it ran from."""
+import os
+
+from mirror_maker import MessageHandler, ProducerRecord
+
+
+class Tagged(MessageHandler):
+    def __init__(self, prefix):
+        self.prefix = prefix.encode()
+
+    def handle(self, record):
+        headers = list(record.headers or []) + [("loaded-from", os.path.abspath(__file__).encode())]
+        return [ProducerRecord(record.topic, self.prefix + record.value, record.key,
+                               timestamp=record.timestamp, headers=headers)]
+'''
+
+
+def handler_dir(tmp_path: Path) -> Path:
+    app = tmp_path / "app"
+    app.mkdir()
+    (app / "acme_tagging.py").write_text(textwrap.dedent(HANDLER))
+    return app
+
+
+def test_handler_from_the_driver_directory_runs_in_the_workers_and_exit_when_caught_up(
+        tmp_path, source, target, files):
+    topic = source.create_topic("spark-handler", partitions=3)
+    seeded = make_records(600, "h")
+    source.seed(topic, seeded)
+    app = handler_dir(tmp_path)
+    env = {"PYTHONPATH": ""}  # the module is found only through the driver's working directory
+    mirror = spark_mirror(tmp_path, files, topic, "--num.streams", "2", "--exit.when.caught.up",
+                          "--message.handler", "acme_tagging.Tagged", "--message.handler.args", "T:",
+                          env=env, cwd=app)
+    assert mirror.wait(START_S + 60) == 0, mirror.log()
+    log = mirror.log()
+    assert f"Shipping acme_tagging ({app / 'acme_tagging.py'}) to the Spark executors" in log
+    assert re.search(r"Caught up: 600 records \(.*\) mirrored in [\d.]+ s, 0 dropped", log), log
+    rows = target.read_all(topic, expected=600)
+    assert_exactly_once_each(rows, [b"T:" + r.value for r in seeded])
+    assert all(dict(rec.headers).get("loaded-from", b"").endswith(b"acme_tagging.py") for _p, _o, rec in rows)
+    assert_committed_everything(source, files, topic)
+
+
+class StandaloneCluster:
+    """A Spark standalone master and one worker (2 cores) on loopback, from the pip package."""
+
+    def __init__(self, workdir: Path) -> None:
+        self.home = Path(pyspark.__file__).parent
+        self.port = free_port()
+        self.url = f"spark://127.0.0.1:{self.port}"
+        self.env = {**os.environ, "SPARK_HOME": str(self.home), "SPARK_LOCAL_IP": "127.0.0.1",
+                    "SPARK_MASTER_OPTS": "-Dspark.master.rest.enabled=false"}
+        self.workdir = workdir
+        self.processes = []
+
+    def _start(self, name, *args):
+        with open(self.workdir / f"{name}.log", "ab") as log:
+            self.processes.append(subprocess.Popen(
+                [str(self.home / "bin" / "spark-class"), *args], stdout=log, stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL, env=self.env, cwd=str(self.workdir),
+                preexec_fn=die_with_parent(signal.SIGKILL)))
+        return self.workdir / f"{name}.log"
+
+    def start(self) -> "StandaloneCluster":
+        master_log = self._start("master", "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
+                                 "--port", str(self.port), "--webui-port", str(free_port()))
+        worker_log = self._start("worker", "org.apache.spark.deploy.worker.Worker", "--host", "127.0.0.1",
+                                 "--cores", "2", "--memory", "2g", "--webui-port", str(free_port()),
+                                 "--work-dir", str(self.workdir / "work"), self.url)
+        wait_until(lambda: "Successfully registered with master" in worker_log.read_text(errors="replace")
+                   or any(p.poll() is not None for p in self.processes), 90, "the Spark worker to register")
+        assert all(p.poll() is None for p in self.processes), master_log.read_text() + worker_log.read_text()
+        return self
+
+    def stop(self) -> None:
+        for process in reversed(self.processes):
+            process.terminate()
+        for process in self.processes:
+            try:
+                process.wait(30)
+            except subprocess.TimeoutExpired:
+                process.kill()
+
+
+@pytest.fixture(scope="module")
+def standalone(tmp_path_factory):
+    cluster = StandaloneCluster(tmp_path_factory.mktemp("spark-standalone")).start()
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+def test_standalone_cluster_mirrors_with_a_shipped_handler(tmp_path, source, target, files, standalone):
+    topic = source.create_topic("spark-standalone", partitions=4)
+    seeded = make_records(1000, "s")
+    source.seed(topic, seeded)
+    app = handler_dir(tmp_path)
+    env = {"PYTHONPATH": "", "PYSPARK_PYTHON": sys.executable, "SPARK_LOCAL_IP": "127.0.0.1"}
+    mirror = spark_mirror(tmp_path, files, topic, "--num.streams", "2", "--spark.master", standalone.url,
+                          "--message.handler", "acme_tagging.Tagged", "--message.handler.args", "S:",
+                          env=env, cwd=app)
+    try:
+        rows = target.read_values(topic, [b"S:" + r.value for r in seeded], timeout_s=START_S)
+        wait_until(lambda: sum(source.committed(files.group, topic).values()) == 1000, 30,
+                   "offsets committed for every mirrored record")
+    finally:
+        status = mirror.stop(signal.SIGTERM, timeout_s=90)
+    assert status == 143, mirror.log()
+    # the executors run in the worker's own directory: the handler came from the shipped copy
+    origins = {dict(rec.headers)["loaded-from"] for _p, _o, rec in rows}
+    assert origins and not any(origin.startswith(str(app).encode()) for origin in origins), origins
+    assert_exactly_once_each(target.read_all(topic, expected=1000), [b"S:" + r.value for r in seeded])
+    assert_committed_everything(source, files, topic)
+
+
+def test_not_enough_slots_fails_fast_with_a_clear_error(tmp_path, source, target, files, standalone):
+    topic = source.create_topic("spark-slots", partitions=3)
+    env = {"PYSPARK_PYTHON": sys.executable, "SPARK_LOCAL_IP": "127.0.0.1"}
+    mirror = spark_mirror(tmp_path, files, topic, "--num.streams", "3", "--spark.master", standalone.url,
+                          env=env)
+    assert mirror.wait(START_S) == 1, mirror.log()
+    errors = [line for line in mirror.log().splitlines() if " ERROR " in line]
+    assert len(errors) == 1 and "not enough Spark task slots: --num.streams 3 needs 3 tasks" in errors[0], errors
+    assert "Traceback" not in mirror.log()
+
+
+HANGING_HANDLER = '''
+import threading
+
+from mirror_maker import MessageHandler, ProducerRecord
+
+
+class HangOn(MessageHandler):
+    """Never returns from a record whose value starts with b"hang": a stream that cannot stop."""
+
+    def handle(self, record):
+        if record.value.startswith(b"hang"):
+            threading.Event().wait()
+        return [ProducerRecord(record.topic, record.value, record.key)]
+'''
+
+
+def test_a_second_signal_cancels_workers_that_do_not_stop(tmp_path, source, target, files):
+    topic = source.create_topic("spark-hang", partitions=1)
+    source.seed(topic, make_records(10, "ok") + make_records(1, "hang"))
+    (tmp_path / "hang_handler.py").write_text(textwrap.dedent(HANGING_HANDLER))
+    mirror = spark_mirror(tmp_path, files, topic, "--num.streams", "1", "--message.handler",
+                          "hang_handler.HangOn", "--shutdown.timeout.ms", "120000")
+    try:
+        target.read_values(topic, [f"ok-{i}".encode() for i in range(10)], timeout_s=START_S)
+        mirror.process.send_signal(signal.SIGTERM)
+        mirror.wait_for_log("Received SIGTERM, shutting down")
+        assert mirror.process.poll() is None  # the worker is stuck in the handler
+        mirror.process.send_signal(signal.SIGTERM)
+        assert mirror.wait(30) == 143, mirror.log()
+    finally:
+        mirror.kill()
+    assert "Second signal: cancelling the Spark job" in mirror.log()
+    assert source.committed(files.group, topic).get(0, 0) <= 10
