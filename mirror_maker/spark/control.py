@@ -90,6 +90,7 @@ class ControlServer:
             self._connections.clear()
         for connection in connections:
             try:
+                connection.sock.shutdown(socket.SHUT_RDWR)  # the worker sees EOF at once
                 connection.sock.close()
             except OSError:
                 pass

@@ -65,8 +65,9 @@ def import_pyspark():
 def describe_job_error(text: str) -> str:
     """The line of a Spark job failure that says what happened (Py4J errors are pages long)."""
     lines = [line.strip() for line in text.splitlines() if line.strip()]
-    for pattern in (r"BarrierJobSlotsNumberCheckFailed", r"Python worker exited unexpectedly",
-                    r"Job aborted due to stage failure", r"Exception: "):
+    for pattern in (r"BarrierJobSlotsNumberCheckFailed", r"cannot reach the driver's control channel",
+                    r"Python worker exited unexpectedly", r"Job aborted due to stage failure",
+                    r"Exception: ", r"Error: "):
         for line in lines:
             if re.search(pattern, line):
                 return line[:400]
@@ -88,6 +89,7 @@ class SparkDriver:
         self._stop_signal: Optional[int] = None
         self._stopping = threading.Event()
         self._hard = False
+        self._cancelled = False
         self.caught_up = False
         self._previous_handlers = {}
         self._server: Optional[ControlServer] = None
@@ -236,7 +238,11 @@ class SparkDriver:
         status = self._exit_status()
         self._status.close()
         self._status.log_line()
-        log.info("Kafka mirror maker shutdown successfully")
+        if self._cancelled:
+            log.warning("Mirror maker stopped without a clean shutdown (the Spark job was cancelled): "
+                        "records the workers did not commit are mirrored again on restart")
+        else:
+            log.info("Kafka mirror maker shutdown successfully")
         return status
 
     def _run_job(self) -> Optional[str]:
@@ -281,7 +287,7 @@ class SparkDriver:
                     log.warning("The Spark workers did not stop in time: cancelling the job (records "
                                 "they did not commit are mirrored again on restart)")
                 self._sc.cancelJobGroup(JOB_GROUP)
-                cancelled = True
+                cancelled = self._cancelled = True
         if "error" in result:
             if self._server is not None:
                 self._server.stop_connected()  # let surviving workers commit before Spark kills them
