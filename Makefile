@@ -31,7 +31,7 @@ BENCH_VENV := .venv-bench
 $(BENCH_VENV)/.installed: setup.cfg pyproject.toml benchmarks/requirements.txt
 	$(PYTHON) -m venv $(BENCH_VENV)
 	$(BENCH_VENV)/bin/pip install --quiet --upgrade pip
-	$(BENCH_VENV)/bin/pip install --quiet -e '.[embedded]' -r benchmarks/requirements.txt
+	$(BENCH_VENV)/bin/pip install --quiet -e '.[embedded,spark]' -r benchmarks/requirements.txt
 	touch $@
 
 bench: $(BENCH_VENV)/.installed

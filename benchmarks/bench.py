@@ -3,8 +3,8 @@
 A benchmark, not a test: it prints numbers and writes a report. For each workload (record size
 x count, 8 partitions, compression none and lz4) it measures, on the same brokers in the same
 run: the produce-only and consume-only limits (limit.py), our mirror end to end with
---num.streams 1, 2 and 4 (from process start until it exits caught up, every record on the
-target), and two peers a Python user would pick instead (peers/). For each: records/s, MB/s,
+--num.streams 1, 2 and 4 and with --spark (local mode, 2 streams) (from process start until it
+exits caught up, every record on the target), and two peers a Python user would pick instead (peers/). For each: records/s, MB/s,
 CPU seconds per GB and peak RSS, medians of --runs runs. Then the cost growth (partitions and
 topics), a profile of the 100 B mirror, results/<date>.json, results/<date>.md and a PNG plot.
 
@@ -74,20 +74,57 @@ def seed(bootstrap: str, topics, size: int, count: int, compression: str) -> Non
         raise SystemExit("seeding did not finish")
 
 
-def measure(command, log_path: Path, env=None) -> dict:
-    """Run ``command`` as a child; wall time, CPU and peak RSS of that child alone (wait4)."""
+def tree_rss_mb(root_pid: int) -> float:
+    """Resident memory of a process and all its descendants (/proc), in MB."""
+    children = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as stat:
+                    ppid = int(stat.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            children.setdefault(ppid, []).append(int(entry))
+    total, todo = 0, [root_pid]
+    while todo:
+        pid = todo.pop()
+        todo.extend(children.get(pid, []))
+        try:
+            with open(f"/proc/{pid}/statm") as statm:
+                total += int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+        except (OSError, IndexError, ValueError):
+            pass
+    return total / 2**20
+
+
+def measure(command, log_path: Path, env=None, whole_tree: bool = False) -> dict:
+    """Run ``command`` as a child; wall time, CPU and peak RSS of that child (wait4).
+
+    ``whole_tree``: the child starts other processes (Spark's JVM and Python workers), so the peak
+    RSS is the sum over the process tree, sampled every 0.5 s, and the CPU is every process's
+    that the child waited for (wait4 counts reaped descendants).
+    """
     started = time.monotonic()
+    peak_tree = 0.0
     with open(log_path, "wb") as log:
         process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, cwd=str(ROOT),
                                    env={**os.environ, **(env or {})}, preexec_fn=die_with_parent())
-        _pid, status, usage = os.wait4(process.pid, 0)
+        if not whole_tree:
+            _pid, status, usage = os.wait4(process.pid, 0)
+        else:
+            while True:
+                pid, status, usage = os.wait4(process.pid, os.WNOHANG)
+                if pid:
+                    break
+                peak_tree = max(peak_tree, tree_rss_mb(process.pid))
+                time.sleep(0.5)
     return {"exit": os.waitstatus_to_exitcode(status), "seconds": time.monotonic() - started,
-            "cpu_seconds": usage.ru_utime + usage.ru_stime, "peak_rss_mb": usage.ru_maxrss / 1024,
-            "log": log_path}
+            "cpu_seconds": usage.ru_utime + usage.ru_stime,
+            "peak_rss_mb": peak_tree if whole_tree else usage.ru_maxrss / 1024, "log": log_path}
 
 
 def mirror_command(work: Path, source: str, target: str, include: str, streams: int,
-                   compression: str, tag: str):
+                   compression: str, tag: str, *extra: str):
     consumer = work / f"{tag}-consumer.properties"
     consumer.write_text(f"bootstrap.servers={source}\ngroup.id={tag}-{time.time_ns()}\n"
                         f"auto.offset.reset=earliest\n{GROUP_SETTINGS}")
@@ -96,7 +133,7 @@ def mirror_command(work: Path, source: str, target: str, include: str, streams: 
                         "max.request.size=10000000\n")
     return [sys.executable, str(ROOT / "bin" / "kafka-mirror-maker.py"), "--consumer.config", str(consumer),
             "--producer.config", str(producer), "--include", include, "--num.streams", str(streams),
-            "--exit.when.caught.up", "--log.level", "WARN", "--status.interval.ms", "0"]
+            "--exit.when.caught.up", "--log.level", "WARN", "--status.interval.ms", "0", *extra]
 
 
 def caught_up_count(log: Path) -> int:
@@ -134,6 +171,10 @@ class Bench:
                 row["results"][f"mirror, --num.streams {streams}"] = self._repeat(
                     lambda i: self._mirror(source, target, topic, streams, compression, count, f"m{streams}-{i}"),
                     count, size)
+            for streams in self.args.spark_streams:
+                row["results"][f"mirror --spark, --num.streams {streams}"] = self._repeat(
+                    lambda i: self._mirror(source, target, topic, streams, compression, count,
+                                           f"s{streams}-{i}", spark=True), count, size)
             if self.peers_python:
                 for peer in ("confluent_loop", "quix_replicator"):
                     row["results"][f"peer: {peer.replace('_', ' ')}"] = self._repeat(
@@ -165,11 +206,16 @@ class Bench:
         target.restart()  # memory storage: an empty broker, so runs do not pile up data
         create_topic(target.bootstrap, topic)
 
-    def _mirror(self, source, target, topic, streams, compression, count, tag) -> dict:
+    def _mirror(self, source, target, topic, streams, compression, count, tag, spark=False) -> dict:
         self._fresh_target(target, topic)
+        extra = ("--spark",) if spark else ()
         sample = measure(mirror_command(self.work, source.bootstrap, target.bootstrap, topic, streams,
-                                        compression, tag), self.work / f"{tag}.log")
+                                        compression, tag, *extra), self.work / f"{tag}.log",
+                         whole_tree=spark)
         sample["ok"] = sample["exit"] == 0 and caught_up_count(sample["log"]) == count
+        if not sample["ok"]:
+            print(f"    {tag}: exit {sample['exit']}, see its log:\n"
+                  + "".join(sample["log"].read_text(errors="replace").splitlines(True)[-5:]), flush=True)
         return sample
 
     def _peer(self, peer, source, target, topic, compression, count, tag) -> dict:
@@ -239,6 +285,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--streams", type=lambda s: [int(x) for x in s.split(",")], default=[1, 2, 4])
+    parser.add_argument("--spark-streams", type=lambda s: [int(x) for x in s.split(",") if x], default=[2],
+                        help="--num.streams of the --spark rows (empty: none)")
     parser.add_argument("--compressions", default="none,lz4")
     parser.add_argument("--peers-python", default=None,
                         help="a Python with quixstreams installed (the benchmark's own venv); peers skipped without")

@@ -35,7 +35,8 @@ from ..config import MirrorMakerConfig
 from ..errors import ConfigError, MirrorFailure
 from ..status import StatusReporter, combine
 from .control import ControlServer
-from .settings import SparkOptions, SparkPlan, plan as make_plan, worker_python
+from .settings import (SparkOptions, SparkPlan, parse_conf, plan as make_plan, submitted_notes,
+                       worker_python)
 from .shipping import check_py_files, modules_to_ship, pack
 from .task import TaskPlan, run_stream
 
@@ -187,9 +188,14 @@ class SparkDriver:
             os.environ["PYSPARK_PYTHON"] = python  # the conf key is ignored by a python-started app
         if self.spark.local:
             os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-        conf = pyspark.SparkConf().setMaster(self.spark.master)
+        conf = pyspark.SparkConf()  # under spark-submit: the settings it was given
+        submitted = dict(conf.getAll())
+        for level, note in submitted_notes(submitted, parse_conf(self.options.conf)):
+            log.log(getattr(logging, level), "%s", note)
+        conf.setMaster(self.spark.master)
         for key, value in self.spark.conf.items():
-            conf.set(key, value)
+            if key not in self.spark.defaulted or key not in submitted:
+                conf.set(key, value)
         log.info("Starting Spark (master %s) for %d streams", self.spark.master, self.streams)
         logging.getLogger("py4j").setLevel(logging.WARNING)  # a line per gateway connection
         try:
@@ -326,9 +332,19 @@ class SparkDriver:
             self._workdir.cleanup()
 
 
+def submitted_master(pyspark) -> Optional[str]:
+    """spark-submit's ``--master`` when spark-submit launched this process (its JVM is already
+    running and holds the submitted settings); None otherwise, without starting a JVM."""
+    if not os.environ.get("PYSPARK_GATEWAY_PORT"):
+        return None
+    pyspark.SparkContext._ensure_initialized()  # connects to spark-submit's JVM
+    return pyspark.SparkConf().get("spark.master", None)
+
+
 def run_on_spark(config: MirrorMakerConfig, options: SparkOptions) -> int:
     """Run the mirror's streams as Spark tasks until a signal, a failure or the end."""
-    driver = SparkDriver(config, options, make_plan(options, config.num_streams))
+    spark = make_plan(options, config.num_streams, submitted_master=submitted_master(import_pyspark()))
+    driver = SparkDriver(config, options, spark)
     try:
         driver.start()
         return driver.run()

@@ -67,6 +67,8 @@ class SparkPlan:
     conf: Dict[str, str]
     local: bool
     notes: List[Tuple[str, str]] = field(default_factory=list)  # (level name, message)
+    #: Keys whose value is only our default: a setting spark-submit was given wins over them.
+    defaulted: frozenset = frozenset()
 
 
 def is_local(master: str) -> bool:
@@ -93,9 +95,13 @@ def parse_conf(items: Iterable[str]) -> Dict[str, str]:
     return conf
 
 
-def plan(options: SparkOptions, streams: int, cpu_count: Optional[int] = None) -> SparkPlan:
-    """Master and conf for ``streams`` concurrent tasks; refuses a local master with too few slots."""
-    master = (options.master or f"local[{streams}]").strip()
+def plan(options: SparkOptions, streams: int, cpu_count: Optional[int] = None,
+         submitted_master: Optional[str] = None) -> SparkPlan:
+    """Master and conf for ``streams`` concurrent tasks; refuses a local master with too few slots.
+
+    ``submitted_master`` is spark-submit's ``--master`` when spark-submit started the tool.
+    """
+    master = (options.master or submitted_master or f"local[{streams}]").strip()
     local = is_local(master)
     slots = local_slots(master) if local else None
     if local and slots is None and master.startswith("local[*"):
@@ -114,7 +120,18 @@ def plan(options: SparkOptions, streams: int, cpu_count: Optional[int] = None) -
             notes.append(("WARNING", f"--spark.conf {key}={user[key]} is overridden with {value}: "
                                      f"{reason}"))
         conf[key] = value
-    return SparkPlan(master, conf, local, notes)
+    defaulted = frozenset(key for key in conf if key not in user and key not in FORCED)
+    return SparkPlan(master, conf, local, notes, defaulted)
+
+
+def submitted_notes(submitted: Mapping[str, str], user: Iterable[str]) -> List[Tuple[str, str]]:
+    """WARNs for forced settings that spark-submit was given differently (``--conf``)."""
+    notes = []
+    for key, (value, reason) in FORCED.items():
+        if key in submitted and key not in user and submitted[key].lower() != value:
+            notes.append(("WARNING", f"spark-submit's {key}={submitted[key]} is overridden with "
+                                     f"{value}: {reason}"))
+    return notes
 
 
 def worker_python(local: bool, env: Mapping[str, str], executable: str) -> Tuple[Optional[str], Optional[str]]:

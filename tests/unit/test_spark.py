@@ -16,7 +16,8 @@ from mirror_maker import cli, exit_codes
 from mirror_maker.errors import ConfigError
 from mirror_maker.spark import driver
 from mirror_maker.spark.control import ControlClient, ControlServer
-from mirror_maker.spark.settings import FORCED, SparkOptions, local_slots, plan, worker_python
+from mirror_maker.spark.settings import (FORCED, SparkOptions, local_slots, plan, submitted_notes,
+                                         worker_python)
 from mirror_maker.spark.shipping import check_py_files, modules_to_ship, pack
 
 from .test_cli import base_args
@@ -58,6 +59,17 @@ def test_user_conf_overrides_defaults():
                                     "spark.scheduler.barrier.maxConcurrentTasksCheck.maxFailures=3")), 1)
     assert spark.conf["spark.ui.enabled"] == "true"
     assert spark.conf["spark.scheduler.barrier.maxConcurrentTasksCheck.maxFailures"] == "3"
+
+
+def test_spark_submit_settings_win_over_defaults_but_not_over_forced_ones():
+    spark = plan(SparkOptions(conf=("spark.ui.enabled=true",)), 2, submitted_master="spark://h:7077")
+    assert spark.master == "spark://h:7077"
+    assert "spark.ui.enabled" not in spark.defaulted and "spark.speculation" not in spark.defaulted
+    assert "spark.app.name" in spark.defaulted
+    notes = submitted_notes({"spark.speculation": "true", "spark.dynamicAllocation.enabled": "false"}, {})
+    assert notes == [("WARNING", "spark-submit's spark.speculation=true is overridden with false: "
+                                 "a speculative copy of a stream would consume the same partitions")]
+    assert submitted_notes({"spark.speculation": "true"}, {"spark.speculation": "x"}) == []
 
 
 @pytest.mark.parametrize("item", ["novalue", "=x", ""])
