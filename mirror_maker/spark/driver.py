@@ -303,11 +303,16 @@ class SparkDriver:
                                   f"{self.streams} tasks running at once on {self.spark.master} "
                                   f"(executors x cores / spark.task.cpus)")
             return reason
-        for summary in result.get("summaries", []):
+        for summary in sorted(result.get("summaries", []), key=lambda s: s["worker"]):
             with self._lock:
                 self._done[summary["worker"]] = summary
                 if summary.get("snapshot"):
                     self._snapshots[summary["worker"]] = summary["snapshot"]
+            numbers = summary.get("snapshot") or {}
+            log.info("Worker %s (pid %s) returned: %d records consumed, %d acknowledged by the target, "
+                     "%d dropped, %d not acknowledged", summary["worker"], summary.get("pid"),
+                     numbers.get("records", 0), numbers.get("acked", 0), numbers.get("dropped", 0),
+                     summary.get("undelivered", 0))
         return None
 
     def undelivered(self) -> int:

@@ -71,6 +71,23 @@ def test_two_streams_mirror_everything_and_sigterm_exits_143(tmp_path, source, t
     assert_committed_everything(source, files, topic)
 
 
+def descendants(root: int):
+    """Every process below ``root`` (read from /proc)."""
+    children = collections.defaultdict(list)
+    for entry in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{entry}/stat") as stat:
+                children[int(stat.read().rsplit(")", 1)[1].split()[1])].append(int(entry))
+        except (OSError, ValueError, IndexError):
+            continue
+    found, todo = [], [root]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found
+
+
 def started_workers(log):
     """(worker, pid, job) of every "Spark worker N started" line."""
     return [(int(w), int(pid), int(job)) for w, pid, job in
@@ -236,6 +253,24 @@ def test_standalone_cluster_mirrors_with_a_shipped_handler(tmp_path, source, tar
     assert_committed_everything(source, files, topic)
 
 
+def test_spark_submit_runs_the_tool_on_the_standalone_cluster(tmp_path, source, target, files, standalone):
+    topic = source.create_topic("spark-submit", partitions=4)
+    seeded = make_records(800, "sub")
+    source.seed(topic, seeded)
+    command = [str(standalone.home / "bin" / "spark-submit"), "--master", standalone.url,
+               str(Path(__file__).resolve().parents[2] / "bin" / "kafka-mirror-maker.py"),
+               *mirror_args(files, topic, "--spark", "--num.streams", "2", "--exit.when.caught.up")]
+    env = {**standalone.env, "PYSPARK_PYTHON": sys.executable}
+    result = subprocess.run(command, env=env, cwd=str(tmp_path), capture_output=True, text=True,
+                            timeout=START_S + 60, preexec_fn=die_with_parent(signal.SIGKILL))
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, output
+    assert f"Starting Spark (master {standalone.url}) for 2 streams" in output  # spark-submit's --master
+    assert "Caught up: 800 records" in output
+    assert_exactly_once_each(target.read_all(topic, expected=800), [r.value for r in seeded])
+    assert_committed_everything(source, files, topic)
+
+
 def test_not_enough_slots_fails_fast_with_a_clear_error(tmp_path, source, target, files, standalone):
     topic = source.create_topic("spark-slots", partitions=3)
     env = {"PYSPARK_PYTHON": sys.executable, "SPARK_LOCAL_IP": "127.0.0.1"}
@@ -280,3 +315,28 @@ def test_a_second_signal_cancels_workers_that_do_not_stop(tmp_path, source, targ
         mirror.kill()
     assert "Second signal: cancelling the Spark job" in mirror.log()
     assert source.committed(files.group, topic).get(0, 0) <= 10
+
+
+@pytest.mark.embedded_only
+def test_a_killed_driver_leaves_no_worker_behind_and_they_commit(tmp_path, source, target, files):
+    topic = source.create_topic("spark-driver", partitions=2)
+    seeded = make_records(500, "d")
+    source.seed(topic, seeded)
+    # periodic commits off: offsets can only come from the workers' final commit
+    mirror = MirrorProcess(mirror_args(files, topic, "--spark", "--num.streams", "2",
+                                       "--offset.commit.interval.ms", "3600000"), tmp_path / "driver.log")
+    target.read_values(topic, [r.value for r in seeded], timeout_s=START_S)
+    pids = descendants(mirror.process.pid)  # Spark's JVM, pyspark's daemon and the workers
+    assert {pid for _w, pid, _j in started_workers(mirror.log())} <= set(pids)
+    mirror.kill()  # SIGKILL: no handler runs in the driver
+
+    def gone(pid):
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        return False
+
+    wait_until(lambda: all(gone(pid) for pid in pids), 30, "the JVM and the Spark workers to exit")
+    wait_until(lambda: sum(source.committed(files.group, topic).values()) == 500, 30,
+               "the workers' final commit")
