@@ -19,7 +19,7 @@ import socket
 import socketserver
 import threading
 import time
-from typing import Callable, Dict, Optional, Tuple
+from typing import Callable, Dict, Tuple
 
 log = logging.getLogger("mirror_maker.spark.control")
 

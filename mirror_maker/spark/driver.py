@@ -28,7 +28,7 @@ import tempfile
 import threading
 import time
 from dataclasses import replace
-from typing import Dict, List, Optional
+from typing import Dict, Optional
 
 from .. import exit_codes
 from ..config import MirrorMakerConfig

@@ -134,7 +134,8 @@ def submitted_notes(submitted: Mapping[str, str], user: Iterable[str]) -> List[T
     return notes
 
 
-def worker_python(local: bool, env: Mapping[str, str], executable: str) -> Tuple[Optional[str], Optional[str]]:
+def worker_python(local: bool, env: Mapping[str, str],
+                  executable: str) -> Tuple[Optional[str], Optional[str]]:
     """The ``PYSPARK_PYTHON`` to set (None: leave it) and a note for the log.
 
     In local mode the workers must run this very interpreter, which has confluent-kafka and the

@@ -9,7 +9,6 @@ import collections
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import textwrap
