@@ -74,8 +74,8 @@ def seed(bootstrap: str, topics, size: int, count: int, compression: str) -> Non
         raise SystemExit("seeding did not finish")
 
 
-def tree_rss_mb(root_pid: int) -> float:
-    """Resident memory of a process and all its descendants (/proc), in MB."""
+def tree_usage(root_pid: int) -> dict:
+    """{pid: (resident bytes, CPU seconds)} of a process and all its descendants (/proc)."""
     children = {}
     for entry in os.listdir("/proc"):
         if entry.isdigit():
@@ -85,27 +85,31 @@ def tree_rss_mb(root_pid: int) -> float:
             except (OSError, IndexError, ValueError):
                 continue
             children.setdefault(ppid, []).append(int(entry))
-    total, todo = 0, [root_pid]
+    usage, todo = {}, [root_pid]
+    tick = os.sysconf("SC_CLK_TCK")
     while todo:
         pid = todo.pop()
         todo.extend(children.get(pid, []))
         try:
             with open(f"/proc/{pid}/statm") as statm:
-                total += int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+                rss = int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+            with open(f"/proc/{pid}/stat") as stat:
+                fields = stat.read().rsplit(")", 1)[1].split()
+            usage[pid] = (rss, (int(fields[11]) + int(fields[12])) / tick)  # utime + stime
         except (OSError, IndexError, ValueError):
             pass
-    return total / 2**20
+    return usage
 
 
 def measure(command, log_path: Path, env=None, whole_tree: bool = False) -> dict:
     """Run ``command`` as a child; wall time, CPU and peak RSS of that child (wait4).
 
-    ``whole_tree``: the child starts other processes (Spark's JVM and Python workers), so the peak
-    RSS is the sum over the process tree, sampled every 0.5 s, and the CPU is every process's
-    that the child waited for (wait4 counts reaped descendants).
+    ``whole_tree``: the child starts other processes (Spark's JVM and Python workers), so both
+    are taken over the process tree, sampled every 0.5 s: the peak of the summed RSS, and the
+    sum of each process's last seen CPU time (at most 0.5 s of each process's end is missed).
     """
     started = time.monotonic()
-    peak_tree = 0.0
+    peak_tree, cpu_seen = 0, {}
     with open(log_path, "wb") as log:
         process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, cwd=str(ROOT),
                                    env={**os.environ, **(env or {})}, preexec_fn=die_with_parent())
@@ -116,15 +120,20 @@ def measure(command, log_path: Path, env=None, whole_tree: bool = False) -> dict
                 pid, status, usage = os.wait4(process.pid, os.WNOHANG)
                 if pid:
                     break
-                peak_tree = max(peak_tree, tree_rss_mb(process.pid))
+                sample = tree_usage(process.pid)
+                peak_tree = max(peak_tree, sum(rss for rss, _cpu in sample.values()))
+                cpu_seen.update({pid: cpu for pid, (_rss, cpu) in sample.items()})
                 time.sleep(0.5)
+    cpu = usage.ru_utime + usage.ru_stime
+    if whole_tree:
+        cpu = max(cpu, sum(cpu_seen.values()))
     return {"exit": os.waitstatus_to_exitcode(status), "seconds": time.monotonic() - started,
-            "cpu_seconds": usage.ru_utime + usage.ru_stime,
-            "peak_rss_mb": peak_tree if whole_tree else usage.ru_maxrss / 1024, "log": log_path}
+            "cpu_seconds": cpu, "peak_rss_mb": peak_tree / 2**20 if whole_tree else usage.ru_maxrss / 1024,
+            "log": log_path}
 
 
 def mirror_command(work: Path, source: str, target: str, include: str, streams: int,
-                   compression: str, tag: str, *extra: str):
+                   compression: str, tag: str, *extra: str, log_level: str = "WARN"):
     consumer = work / f"{tag}-consumer.properties"
     consumer.write_text(f"bootstrap.servers={source}\ngroup.id={tag}-{time.time_ns()}\n"
                         f"auto.offset.reset=earliest\n{GROUP_SETTINGS}")
@@ -133,7 +142,18 @@ def mirror_command(work: Path, source: str, target: str, include: str, streams: 
                         "max.request.size=10000000\n")
     return [sys.executable, str(ROOT / "bin" / "kafka-mirror-maker.py"), "--consumer.config", str(consumer),
             "--producer.config", str(producer), "--include", include, "--num.streams", str(streams),
-            "--exit.when.caught.up", "--log.level", "WARN", "--status.interval.ms", "0", *extra]
+            "--exit.when.caught.up", "--log.level", log_level, "--status.interval.ms", "0", *extra]
+
+
+def spark_startup_s(log: Path) -> float:
+    """Seconds from the mirror's first log line to the first Spark worker running (the cold start
+    of the JVM, the SparkContext and pyspark's worker daemon)."""
+    stamps = re.findall(r"^\[([\d-]+ [\d:]+,\d+)\] INFO (Starting mirror maker|Spark worker \d+ started)",
+                        log.read_text(errors="replace"), re.M)
+    if len(stamps) < 2:
+        return float("nan")
+    parse = lambda text: datetime.datetime.strptime(text, "%Y-%m-%d %H:%M:%S,%f")  # noqa: E731
+    return (parse(stamps[1][0]) - parse(stamps[0][0])).total_seconds()
 
 
 def caught_up_count(log: Path) -> int:
@@ -145,10 +165,15 @@ def summarize(samples, records: int, size: int) -> dict:
     seconds = statistics.median(s["seconds"] for s in samples)
     cpu = statistics.median(s["cpu_seconds"] for s in samples)
     gigabytes = records * size / 1e9
-    return {"records_per_s": round(records / seconds), "mb_per_s": round(records * size / seconds / 1e6, 1),
-            "seconds": round(seconds, 2), "cpu_s_per_gb": round(cpu / gigabytes, 1),
-            "peak_rss_mb": round(statistics.median(s["peak_rss_mb"] for s in samples), 1),
-            "runs": len(samples), "ok": all(s.get("ok", s["exit"] == 0) for s in samples)}
+    summary = {"records_per_s": round(records / seconds), "mb_per_s": round(records * size / seconds / 1e6, 1),
+               "seconds": round(seconds, 2), "cpu_s_per_gb": round(cpu / gigabytes, 1),
+               "peak_rss_mb": round(statistics.median(s["peak_rss_mb"] for s in samples), 1),
+               "runs": len(samples), "ok": all(s.get("ok", s["exit"] == 0) for s in samples)}
+    if all("startup_s" in s for s in samples):
+        startup = statistics.median(s["startup_s"] for s in samples)
+        summary["startup_s"] = round(startup, 2)
+        summary["records_per_s_after_start"] = round(records / max(seconds - startup, 1e-9))
+    return summary
 
 
 class Bench:
@@ -210,9 +235,11 @@ class Bench:
         self._fresh_target(target, topic)
         extra = ("--spark",) if spark else ()
         sample = measure(mirror_command(self.work, source.bootstrap, target.bootstrap, topic, streams,
-                                        compression, tag, *extra), self.work / f"{tag}.log",
-                         whole_tree=spark)
+                                        compression, tag, *extra, log_level="INFO" if spark else "WARN"),
+                         self.work / f"{tag}.log", whole_tree=spark)
         sample["ok"] = sample["exit"] == 0 and caught_up_count(sample["log"]) == count
+        if spark:
+            sample["startup_s"] = spark_startup_s(sample["log"])
         if not sample["ok"]:
             print(f"    {tag}: exit {sample['exit']}, see its log:\n"
                   + "".join(sample["log"].read_text(errors="replace").splitlines(True)[-5:]), flush=True)

@@ -27,6 +27,19 @@ def markdown(report: dict) -> str:
             flag = "" if r["ok"] else " (failed)"
             lines.append(f"| {row['record_bytes']} B x {row['records']:,} | {row['compression']} | {label}{flag} | "
                          f"{r['records_per_s']:,} | {r['mb_per_s']} | {r['cpu_s_per_gb']} | {r['peak_rss_mb']} | {ratio} |")
+    spark = [(row, label, r) for row in report["workloads"] for label, r in row["results"].items()
+             if "startup_s" in r]
+    if spark:
+        lines += ["", "## Spark mode (local mode, one JVM and one Python process per stream)", "",
+                  "End to end includes the cold start: the JVM, the SparkContext and pyspark's worker "
+                  "daemon, until the first worker runs. CPU and RSS are summed over the whole process "
+                  "tree (driver, JVM, workers).", "",
+                  "| Workload | Compression | Run | records/s end to end | cold start s | records/s after it |"
+                  " CPU s/GB | Peak RSS MB (tree) |", "|---|---|---|---|---|---|---|---|"]
+        for row, label, r in spark:
+            lines.append(f"| {row['record_bytes']} B x {row['records']:,} | {row['compression']} | {label} | "
+                         f"{r['records_per_s']:,} | {r['startup_s']} | {r['records_per_s_after_start']:,} | "
+                         f"{r['cpu_s_per_gb']} | {r['peak_rss_mb']} |")
     if report.get("growth"):
         lines += ["", "## Cost growth (1 KB records, 40,000 in all, --num.streams 1, one run each)", "",
                   "| Axis | Value | records/s | seconds | Peak RSS MB |", "|---|---|---|---|---|"]

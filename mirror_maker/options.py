@@ -87,7 +87,8 @@ SPARK_OPTIONS = [
      "String: Comma-separated .py/.zip/.egg files the executors need (plugin modules that only "
      "this machine has are shipped without it).", None, {}),
     (("--spark.max.restarts",), "spark_max_restarts",
-     "Integer: How often in a row the driver restarts the job after a worker died.", "3",
+     "Integer: How often in a row the driver restarts the job after a worker died or stopped on "
+     "its own.", "3",
      dict(type=click.IntRange(min=0), default=3)),
 ]
 

@@ -203,7 +203,9 @@ class MirrorMaker:
         self._previous_handlers.clear()
 
     def _on_signal(self, signum, frame) -> None:
-        if self.state.stopping:
+        # Only a second *signal* is impatient: a stop asked for otherwise (a failure, caught up,
+        # a Spark driver's stop, then pyspark's SIGHUP) still flushes and commits.
+        if self.state.stop_signal is not None:
             log.warning("Second signal: exiting without waiting for the clean shutdown")
             os._exit(SIGNAL_EXIT.get(signum, exit_codes.FATAL))
         log.info("Received %s, shutting down", signal.Signals(signum).name)

@@ -95,16 +95,10 @@ class ControlServer:
             except OSError:
                 pass
 
-    def connected(self) -> int:
-        with self._lock:
-            return len(self._connections)
-
     def stop_all(self) -> None:
         with self._lock:
             self._stopping = True
-            connections = list(self._connections.values())
-        for connection in connections:
-            connection.send({"t": "stop"})
+        self.stop_connected()
 
     def stop_connected(self) -> None:
         with self._lock:
@@ -120,7 +114,7 @@ class ControlServer:
             hello = None
         if not isinstance(hello, dict) or hello.get("t") != "hello" or not hmac.compare_digest(
                 str(hello.get("token", "")).encode(), self._token.encode()):
-            log.warning("Refused a control connection from %s: no valid hello", sock.getpeername()[0])
+            log.warning("Refused a control connection without a valid hello")
             return
         sock.settimeout(None)
         hello.pop("token", None)
@@ -137,6 +131,8 @@ class ControlServer:
                 try:
                     message = json.loads(line)
                 except ValueError:
+                    message = None
+                if not isinstance(message, dict):
                     log.warning("Ignored a malformed control message from worker %s", hello.get("worker"))
                     continue
                 self._on_message(hello, message)
@@ -186,9 +182,9 @@ class ControlClient:
         self._sock.settimeout(None)
         try:
             for line in self._sock.makefile("rb"):
-                if json.loads(line).get("t") == "stop":
+                if line.strip() == _encode({"t": "stop"}).strip():
                     self._on_stop()
-        except (OSError, ValueError):
+        except OSError:
             pass
         if not self._closed:
             self._on_stop()  # the driver is gone: stop cleanly rather than mirror unsupervised

@@ -45,7 +45,7 @@ log = logging.getLogger("mirror_maker.spark.driver")
 JOB_GROUP = "kafka-mirror-maker"
 TICK_S = 0.2
 RESTART_BACKOFF_S = 2.0
-#: A job that ran this long before a worker died starts a new count of restarts.
+#: A job that ran this long before it ended unasked starts a new count of restarts.
 STABLE_S = 300.0
 #: Workers bound their own shutdown (--shutdown.timeout.ms, then a few seconds to join their
 #: thread); the driver's cancel after this much more is the last resort.
@@ -91,6 +91,8 @@ class SparkDriver:
         self._stopping = threading.Event()
         self._hard = False
         self._cancelled = False
+        #: Why the current job ended although nobody asked it to (then it is restarted).
+        self._unasked: Optional[str] = None
         self.caught_up = False
         self._previous_handlers = {}
         self._server: Optional[ControlServer] = None
@@ -130,11 +132,13 @@ class SparkDriver:
                 if worker not in self._done:
                     self._snapshots[worker] = message.get("snapshot") or {}
         elif kind == "done" and current:
-            summary = message.get("summary") or {}
-            with self._lock:
-                self._done[worker] = summary
-                if summary.get("snapshot"):
-                    self._snapshots[worker] = summary["snapshot"]
+            self._record_result(message.get("summary") or {})
+            if not self._stopping.is_set() and self._unasked is None:
+                # e.g. its executor is shutting down (SIGTERM/SIGHUP): its partitions went to the
+                # others; end the job so the driver starts all N streams again.
+                self._unasked = f"worker {worker} stopped without being asked to"
+                if self._server is not None:
+                    self._server.stop_connected()
         elif kind == "failed":
             error = f"worker {worker}: {message.get('error')}"
             failure = (ConfigError(error) if message.get("kind") == "config" else
@@ -146,6 +150,13 @@ class SparkDriver:
             if first:
                 log.info("Worker %s failed: stopping every stream", worker)
                 self._request_stop()
+
+    def _record_result(self, summary: dict) -> None:
+        """A worker's final numbers (from its "done" message, or from the job's result)."""
+        with self._lock:
+            self._done[summary.get("worker")] = summary
+            if summary.get("snapshot"):
+                self._snapshots[summary.get("worker")] = summary["snapshot"]
 
     def _request_stop(self) -> None:
         self._stopping.set()
@@ -234,7 +245,7 @@ class SparkDriver:
                     raise MirrorFailure(f"the Spark job failed {restarts + 1} times in a row "
                                         f"(--spark.max.restarts {self.options.max_restarts}): {error}")
                 restarts += 1
-                log.warning("A Spark worker died (%s): restarting all %d streams in %.0f s (restart "
+                log.warning("The Spark job ended (%s): restarting all %d streams in %.0f s (restart "
                             "%d of at most %d in a row)", error, self.streams, RESTART_BACKOFF_S,
                             restarts, self.options.max_restarts)
                 if self._stopping.wait(RESTART_BACKOFF_S):
@@ -252,13 +263,14 @@ class SparkDriver:
         return status
 
     def _run_job(self) -> Optional[str]:
-        """Run one barrier job until it ends; None when it ended normally, else why it failed."""
+        """Run one barrier job until it ends; None when it ended on request, else why it ended."""
         with self._lock:
             for key in COUNTERS:
                 self._base[key] += sum(s.get(key, 0) for s in self._snapshots.values())
             self._snapshots.clear()
             self._done.clear()
             self._job += 1
+            self._unasked = None
         # Each worker's own status line, metrics server and caught-up stop are the driver's job.
         task_config = replace(self.config, status_interval_ms=0, metrics_port=None,
                               exit_when_caught_up=False)
@@ -267,7 +279,7 @@ class SparkDriver:
         result: dict = {}
 
         def submit() -> None:
-            self._sc.setJobGroup(JOB_GROUP, "mirror streams", interruptOnCancel=True)
+            self._sc.setJobGroup(JOB_GROUP, "mirror streams", interruptOnCancel=True)  # per thread
             try:
                 rdd = self._sc.parallelize(range(self.streams), self.streams)
                 result["summaries"] = rdd.barrier().mapPartitions(
@@ -277,23 +289,7 @@ class SparkDriver:
 
         thread = threading.Thread(target=submit, name="spark-job", daemon=True)
         thread.start()
-        cancel_at: Optional[float] = None
-        cancelled = False
-        while thread.is_alive():
-            thread.join(TICK_S)
-            self._status.tick()
-            if self.config.exit_when_caught_up and not self._stopping.is_set() and self._status.caught_up():
-                self.caught_up = True
-                log.info("Every assigned partition is at its end: stopping (--exit.when.caught.up)")
-                self._request_stop()
-            if self._stopping.is_set() and cancel_at is None:
-                cancel_at = time.monotonic() + self.config.shutdown_timeout_s + CANCEL_GRACE_S
-            if not cancelled and (self._hard or (cancel_at is not None and time.monotonic() > cancel_at)):
-                if not self._hard:
-                    log.warning("The Spark workers did not stop in time: cancelling the job (records "
-                                "they did not commit are mirrored again on restart)")
-                self._sc.cancelJobGroup(JOB_GROUP)
-                cancelled = self._cancelled = True
+        self._watch(thread)
         if "error" in result:
             if self._server is not None:
                 self._server.stop_connected()  # let surviving workers commit before Spark kills them
@@ -304,16 +300,33 @@ class SparkDriver:
                                   f"(executors x cores / spark.task.cpus)")
             return reason
         for summary in sorted(result.get("summaries", []), key=lambda s: s["worker"]):
-            with self._lock:
-                self._done[summary["worker"]] = summary
-                if summary.get("snapshot"):
-                    self._snapshots[summary["worker"]] = summary["snapshot"]
+            self._record_result(summary)
             numbers = summary.get("snapshot") or {}
             log.info("Worker %s (pid %s) returned: %d records consumed, %d acknowledged by the target, "
                      "%d dropped, %d not acknowledged", summary["worker"], summary.get("pid"),
                      numbers.get("records", 0), numbers.get("acked", 0), numbers.get("dropped", 0),
                      summary.get("undelivered", 0))
-        return None
+        return self._unasked
+
+    def _watch(self, job: threading.Thread) -> None:
+        """Until the job ends: status lines, the caught-up stop, and the hard cancel if needed."""
+        cancel_at: Optional[float] = None
+        while job.is_alive():
+            job.join(TICK_S)
+            self._status.tick()
+            if self.config.exit_when_caught_up and not self._stopping.is_set() and self._status.caught_up():
+                self.caught_up = True
+                log.info("Every assigned partition is at its end: stopping (--exit.when.caught.up)")
+                self._request_stop()
+            if self._stopping.is_set() and cancel_at is None:
+                cancel_at = time.monotonic() + self.config.shutdown_timeout_s + CANCEL_GRACE_S
+            overdue = cancel_at is not None and time.monotonic() > cancel_at
+            if not self._cancelled and (self._hard or overdue):
+                if not self._hard:
+                    log.warning("The Spark workers did not stop in time: cancelling the job (records "
+                                "they did not commit are mirrored again on restart)")
+                self._sc.cancelJobGroup(JOB_GROUP)
+                self._cancelled = True
 
     def undelivered(self) -> int:
         with self._lock:

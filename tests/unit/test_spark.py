@@ -251,3 +251,28 @@ def test_help_has_a_spark_section(capsys):
     assert cli.invoke(["--help"]) == 1
     err = capsys.readouterr().err
     assert "Spark mode" in err and "--spark.master" in err and "local[<num.streams>]" in err
+
+
+# -- the engine's signals inside a worker --------------------------------------------------
+
+
+def test_a_signal_after_a_stop_asked_for_otherwise_still_shuts_down_cleanly(monkeypatch):
+    """A worker stopping for the driver gets pyspark's SIGHUP next: it must still flush and commit."""
+    import os
+    import re
+    import signal
+
+    from mirror_maker.config import MirrorMakerConfig
+    from mirror_maker.handlers import DefaultMessageHandler
+    from mirror_maker.runner import MirrorMaker
+
+    config = MirrorMakerConfig({"group.id": "g", "bootstrap.servers": "h:1"}, {"bootstrap.servers": "h:2"},
+                               re.compile("t"))
+    mirror = MirrorMaker(config, DefaultMessageHandler(), None)
+    exits = []
+    monkeypatch.setattr(os, "_exit", exits.append)
+    mirror.state.request_stop()  # the driver's stop, over the control channel
+    mirror._on_signal(signal.SIGHUP, None)
+    assert exits == [] and mirror.state.stop_signal == signal.SIGHUP
+    mirror._on_signal(signal.SIGTERM, None)  # a second signal is impatient
+    assert exits == [exit_codes.SIGTERM]
