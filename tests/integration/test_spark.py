@@ -8,6 +8,7 @@ from __future__ import annotations
 import collections
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -22,7 +23,9 @@ from .harness import (BackgroundProducer, MirrorProcess, make_records, mirror_ar
                       values, wait_until)
 
 pyspark = pytest.importorskip("pyspark")
-pytestmark = [pytest.mark.spark, pytest.mark.slow]
+pytestmark = [pytest.mark.spark, pytest.mark.slow,
+              pytest.mark.skipif(not (shutil.which("java") or os.environ.get("JAVA_HOME")),
+                                 reason="Spark needs Java 17 or later, and none is on PATH or in JAVA_HOME")]
 
 #: Cold start of the JVM, the Python daemon and the workers, plus the group join.
 START_S = 90
@@ -93,7 +96,6 @@ def started_workers(log):
             re.findall(r"Spark worker (\d+) started \(pid (\d+) on \S+, job (\d+)\)", log)]
 
 
-@pytest.mark.embedded_only
 def test_a_killed_worker_is_restarted_and_nothing_is_lost(tmp_path, source, target, files):
     topic = source.create_topic("spark-kill", partitions=4)
     producer = BackgroundProducer(source, topic, rate=300).start()
@@ -323,7 +325,6 @@ def test_a_second_signal_cancels_workers_that_do_not_stop(tmp_path, source, targ
     assert source.committed(files.group, topic).get(0, 0) <= 10
 
 
-@pytest.mark.embedded_only
 def test_a_killed_driver_leaves_no_worker_behind_and_they_commit(tmp_path, source, target, files):
     topic = source.create_topic("spark-driver", partitions=2)
     seeded = make_records(500, "d")
