@@ -11,14 +11,7 @@ import os
 
 import pytest
 
-from .harness import Cluster, mirror_files
-
-SOURCE_ENV = "MIRROR_MAKER_TEST_SOURCE_BOOTSTRAP"
-TARGET_ENV = "MIRROR_MAKER_TEST_TARGET_BOOTSTRAP"
-
-
-def byo() -> bool:
-    return bool(os.environ.get(SOURCE_ENV) and os.environ.get(TARGET_ENV))
+from .harness import SOURCE_ENV, TARGET_ENV, Cluster, byo, mirror_files
 
 
 def pytest_collection_modifyitems(config, items):

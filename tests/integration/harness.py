@@ -34,6 +34,14 @@ GROUP_SETTINGS = {
 
 _quiet = logging.getLogger("tests.librdkafka")
 
+SOURCE_ENV = "MIRROR_MAKER_TEST_SOURCE_BOOTSTRAP"
+TARGET_ENV = "MIRROR_MAKER_TEST_TARGET_BOOTSTRAP"
+
+
+def byo() -> bool:
+    """True when the tests run against the user's own clusters instead of embedded brokers."""
+    return bool(os.environ.get(SOURCE_ENV) and os.environ.get(TARGET_ENV))
+
 
 def unique(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex[:10]}"

@@ -7,6 +7,7 @@ import pytest
 from .harness import (
     BackgroundProducer,
     MirrorProcess,
+    byo,
     make_records,
     mirror_args,
     mirror_files,
@@ -63,7 +64,13 @@ def test_sigterm_exits_143_and_a_second_instance_takes_every_partition(tmp_path,
 def test_two_instances_started_and_stopped_during_a_stream(tmp_path, source, target, files):
     topic = source.create_topic("pair", partitions=6)
     stream = BackgroundProducer(source, topic, rate=400).start()
-    args = mirror_args(files, topic, "--offset.commit.interval.ms", "500", "--num.streams", "2")
+    # Tansu 0.6 keeps a member that sent LeaveGroup while the group was already rebalancing as the
+    # leader of every later generation, so the group never forms again (librdkafka debug=cgrp:
+    # LeaveGroup answered, then JoinGroup responses name the departed member as leader for 90 s+).
+    # An instance with two streams sends two LeaveGroups, the second during the rebalance the first
+    # started; on the embedded broker each instance runs one stream, on your clusters two.
+    streams = "2" if byo() else "1"
+    args = mirror_args(files, topic, "--offset.commit.interval.ms", "500", "--num.streams", streams)
     a = MirrorProcess(args, tmp_path / "a1.log")
     b = None
     try:

@@ -43,3 +43,12 @@ def test_repeated_connection_failures_are_shown_once_per_window_as_warnings():
 def test_different_lines_pass():
     keep = LibrdkafkaFilter()
     assert keep.filter(record("one", logging.INFO)) and keep.filter(record("two", logging.INFO))
+
+
+def test_the_same_line_from_two_clients_and_debug_lines_are_never_folded():
+    keep = LibrdkafkaFilter()
+    line = 'LEAVE [thrd:main]: Group "g": leave (in state up)'
+    first, second = record(line, logging.INFO), record(line, logging.INFO)
+    second.name = "mirror_maker.librdkafka.g-1"
+    assert keep.filter(first) and keep.filter(second) and not keep.filter(record(line, logging.INFO))
+    assert all(keep.filter(record("CGRPOP [thrd:main]: received op", logging.DEBUG)) for _ in range(3))
