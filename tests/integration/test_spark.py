@@ -19,7 +19,7 @@ import pytest
 
 from mirror_maker.embedded import die_with_parent, free_port
 
-from .harness import (BackgroundProducer, MirrorProcess, make_records, mirror_args, mirror_files,
+from .harness import (BackgroundProducer, MirrorProcess, byo, make_records, mirror_args, mirror_files,
                       values, wait_until)
 
 pyspark = pytest.importorskip("pyspark")
@@ -108,14 +108,7 @@ def test_a_killed_worker_is_restarted_and_nothing_is_lost(tmp_path, source, targ
         mirror.wait_for_log("The Spark job ended (", 30)
         # within 30 s of the kill, records produced after it are on the target again
         target.read_values(topic, [f"v-{killed_at + 300}".encode()], timeout_s=30)
-        restarted = [w for w in started_workers(mirror.log()) if w[2] == job + 1]
-        assert len(restarted) == 2
-        # a worker told to stop by its executor (SIGTERM) commits and returns: the job restarts too
-        os.kill(restarted[0][1], signal.SIGTERM)
-        mirror.wait_for_log(f"The Spark job ended (worker {restarted[0][0]} stopped without being asked to)", 30)
-        stopped_at = len(producer.acked)
-        target.read_values(topic, [f"v-{stopped_at + 300}".encode()], timeout_s=30)
-        assert len([w for w in started_workers(mirror.log()) if w[2] == job + 2]) == 2
+        assert len([w for w in started_workers(mirror.log()) if w[2] == job + 1]) == 2
         acked = producer.stop()
         target.read_values(topic, acked, timeout_s=60)
         assert mirror.process.poll() is None
@@ -123,7 +116,32 @@ def test_a_killed_worker_is_restarted_and_nothing_is_lost(tmp_path, source, targ
         producer.stop()
         status = mirror.stop(signal.SIGTERM, timeout_s=90)
     assert status == 143, mirror.log()
-    assert "restarting all 2 streams in 2 s (restart 2 of at most 3 in a row)" in mirror.log()
+    assert "restarting all 2 streams in 2 s (restart 1 of at most 3 in a row)" in mirror.log()
+
+
+def test_a_worker_stopped_by_its_executor_commits_and_the_job_restarts(tmp_path, source, target, files):
+    # Tansu 0.6 stalls a group whose members leave while it is rebalancing (see
+    # test_two_instances_started_and_stopped_during_a_stream), which is what the survivors of a
+    # 2-stream job do when the driver restarts it; on your clusters the test runs 2 streams.
+    streams = 2 if byo() else 1
+    topic = source.create_topic("spark-term", partitions=2)
+    producer = BackgroundProducer(source, topic, rate=300).start()
+    mirror = spark_mirror(tmp_path, files, topic, "--num.streams", str(streams))
+    try:
+        target.read_values(topic, [b"v-300"], timeout_s=START_S)
+        worker, pid, job = started_workers(mirror.log())[0]
+        os.kill(pid, signal.SIGTERM)  # what an executor shutting down sends its Python workers
+        mirror.wait_for_log(f"The Spark job ended (worker {worker} stopped without being asked to)", 30)
+        stopped_at = len(producer.acked)
+        target.read_values(topic, [f"v-{stopped_at + 300}".encode()], timeout_s=30)
+        assert len([w for w in started_workers(mirror.log()) if w[2] == job + 1]) == streams
+        acked = producer.stop()
+        target.read_values(topic, acked, timeout_s=60)
+    finally:
+        producer.stop()
+        status = mirror.stop(signal.SIGTERM, timeout_s=90)
+    assert status == 143, mirror.log()
+    assert f"worker {worker}: Received SIGTERM, shutting down" in mirror.log()
 
 
 def test_poison_record_with_abort_exits_255_without_restarting(tmp_path, source, target):
