@@ -111,7 +111,7 @@ def command(**params) -> int:
         "exit_when_caught_up": params.pop("exit_when_caught_up"),
     }
 
-    spark = _spark_options(params, extensions)
+    spark = _spark_options(params)
 
     from dataclasses import replace
 
@@ -127,7 +127,7 @@ def command(**params) -> int:
     return run(config, handler, listener)
 
 
-def _spark_options(params: dict, extensions: dict):
+def _spark_options(params: dict):
     """The ``--spark.*`` options (None without ``--spark``); they mean nothing without it."""
     enabled = params.pop("spark")
     given = {"master": params.pop("spark_master"), "conf": tuple(params.pop("spark_conf")),
@@ -137,9 +137,6 @@ def _spark_options(params: dict, extensions: dict):
             if given[name]:
                 raise ConfigError(f"--spark.{name.replace('_', '.')} is only used with --spark")
         return None
-    if extensions["metrics_port"] is not None:
-        raise ConfigError("--metrics.port is not available with --spark yet: the driver logs the "
-                          "workers' combined status line (--status.interval.ms)")
     from .spark.settings import SparkOptions
 
     py_files = tuple(p.strip() for p in (given["py_files"] or "").split(",") if p.strip())

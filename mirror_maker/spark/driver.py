@@ -28,13 +28,15 @@ import tempfile
 import threading
 import time
 from dataclasses import replace
-from typing import Dict, Optional
+from typing import Dict, Optional, Tuple
 
 from .. import exit_codes
 from ..config import MirrorMakerConfig
+from ..endpoint import OpsServer
 from ..errors import ConfigError, MirrorFailure
 from ..status import StatusReporter, combine
 from .control import ControlServer
+from .metrics import WorkerMetrics
 from .settings import (SparkOptions, SparkPlan, parse_conf, plan as make_plan, submitted_notes,
                        worker_python)
 from .shipping import check_py_files, modules_to_ship, pack
@@ -96,6 +98,9 @@ class SparkDriver:
         self.caught_up = False
         self._previous_handlers = {}
         self._server: Optional[ControlServer] = None
+        self._metrics: Optional[WorkerMetrics] = None
+        self._ops: Optional[OpsServer] = None
+        self.restarts = 0
         self._sc = None
         self._token = secrets.token_hex(16)
         self._status = StatusReporter(self.snapshot, config.status_interval_ms / 1000.0,
@@ -127,6 +132,8 @@ class SparkDriver:
             if logger.isEnabledFor(level):
                 logger.handle(logger.makeRecord(logger.name, level, "(worker)", 0, "worker %s: %s",
                                                 (worker, message.get("msg", "")), None))
+        elif kind == "metrics" and current and self._metrics is not None:
+            self._metrics.update(worker, str(message.get("text", "")))
         elif kind == "status" and current:
             with self._lock:
                 if worker not in self._done:
@@ -225,6 +232,26 @@ class SparkDriver:
             self._sc.addPyFile(pack(name, location, self._workdir.name))
         for path in py_files:
             self._sc.addPyFile(path)
+        if self.config.metrics_port is not None:
+            self._metrics = WorkerMetrics(self._running, lambda: self.restarts)
+            self._ops = OpsServer(self.config.metrics_bind, self.config.metrics_port, self._metrics,
+                                  self.readiness).start()
+
+    def _running(self) -> int:
+        with self._lock:
+            return len(self._snapshots) - len(self._done)
+
+    def readiness(self) -> Tuple[bool, str]:
+        """/ready: every worker of the current job reports, and partitions are assigned."""
+        if self._stopping.is_set():
+            return False, "stopping"
+        running = self._running()
+        if running < self.streams:
+            return False, f"{running} of {self.streams} Spark workers running"
+        assigned = self.snapshot()["assigned"]
+        if assigned == 0:
+            return False, "no partitions assigned yet"
+        return True, f"ready: {self.streams} Spark workers, {assigned} partitions assigned"
 
     # -- the job loop --------------------------------------------------------------------
 
@@ -245,6 +272,7 @@ class SparkDriver:
                     raise MirrorFailure(f"the Spark job failed {restarts + 1} times in a row "
                                         f"(--spark.max.restarts {self.options.max_restarts}): {error}")
                 restarts += 1
+                self.restarts += 1
                 log.warning("The Spark job ended (%s): restarting all %d streams in %.0f s (restart "
                             "%d of at most %d in a row)", error, self.streams, RESTART_BACKOFF_S,
                             restarts, self.options.max_restarts)
@@ -275,7 +303,8 @@ class SparkDriver:
         task_config = replace(self.config, status_interval_ms=0, metrics_port=None,
                               exit_when_caught_up=False)
         plan = TaskPlan(task_config, self._address, self._token, self._job,
-                        logging.getLogger().getEffectiveLevel(), not self.spark.local)
+                        logging.getLogger().getEffectiveLevel(), not self.spark.local,
+                        metrics=self._metrics is not None)
         result: dict = {}
 
         def submit() -> None:
@@ -342,6 +371,8 @@ class SparkDriver:
         return exit_codes.OK
 
     def close(self) -> None:
+        if self._ops is not None:
+            self._ops.stop()
         if self._sc is not None:
             self._sc.stop()
         if self._server is not None:

@@ -27,6 +27,7 @@ from ..config import MirrorMakerConfig
 from ..errors import ConfigError, MirrorMakerError
 from ..log import KafkaFormatter, FORMAT
 from ..runner import MirrorMaker, load_plugins, run_mirror
+from . import metrics as worker_metrics
 from .control import ControlClient
 
 #: Often enough that the driver sees "caught up" soon after it happens; a few hundred bytes each.
@@ -46,6 +47,8 @@ class TaskPlan:
     log_level: int
     #: Executors on a cluster keep their own log too (local workers share the driver's console).
     log_to_stderr: bool
+    #: The driver serves --metrics.port: send the metrics every few seconds.
+    metrics: bool = False
 
 
 class _Forward(logging.Handler):
@@ -64,13 +67,15 @@ class _Forward(logging.Handler):
 
 
 class _Reporter:
-    """Sends the mirror's numbers at most every second, and passes a driver stop to the engine."""
+    """Sends the mirror's numbers (and metrics, when asked), and passes a driver stop to the engine."""
 
-    def __init__(self, client: ControlClient, mirror: MirrorMaker, stop: threading.Event) -> None:
+    def __init__(self, client: ControlClient, mirror: MirrorMaker, stop: threading.Event,
+                 metrics: bool) -> None:
         self._client = client
         self._mirror = mirror
         self._stop = stop
-        self._next = 0.0
+        self._metrics = metrics
+        self._next = self._next_metrics = 0.0
 
     def tick(self) -> None:
         if self._stop.is_set() and not self._mirror.state.stopping:
@@ -79,6 +84,12 @@ class _Reporter:
         if now >= self._next:
             self._next = now + STATUS_EVERY_S
             self._client.send({"t": "status", "snapshot": self._mirror.snapshot()})
+        if self._metrics and now >= self._next_metrics:
+            self._next_metrics = now + worker_metrics.EVERY_S
+            self.send_metrics()
+
+    def send_metrics(self) -> None:
+        self._client.send({"t": "metrics", "text": worker_metrics.render(self._mirror.metrics)})
 
 
 def run_stream(plan: TaskPlan, _partition: Iterator) -> Iterator[dict]:
@@ -118,7 +129,10 @@ def _mirror(plan: TaskPlan, index: int, client: ControlClient, stop: threading.E
     try:
         handler, listener = load_plugins(plan.config)
         mirror = MirrorMaker(plan.config, handler, listener, streams=[index])
-        run_mirror(mirror, WORKER_SIGNALS, _Reporter(client, mirror, stop).tick)
+        reporter = _Reporter(client, mirror, stop, plan.metrics)
+        run_mirror(mirror, WORKER_SIGNALS, reporter.tick)
+        if plan.metrics:
+            reporter.send_metrics()  # the final counts
         failure = mirror.state.failure
     except MirrorMakerError as exc:
         failure = exc

@@ -13,6 +13,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -37,6 +38,19 @@ def spark_mirror(tmp_path, files, topic, *extra, name="spark.log", env=None, cwd
     return MirrorProcess(args, tmp_path / name, env=env, cwd=cwd)
 
 
+def scrape(port: int, name: str) -> dict:
+    """{worker: value summed over the other labels} of one metric from the driver's /metrics."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
+    per_worker = collections.Counter()
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name == name:
+                per_worker[sample.labels.get("worker")] += sample.value
+    return per_worker
+
+
 def assert_exactly_once_each(rows, expected):
     counts = collections.Counter(values(rows))
     assert set(counts) == set(expected), f"{len(set(expected) - set(counts))} missing"
@@ -55,11 +69,19 @@ def test_two_streams_mirror_everything_and_sigterm_exits_143(tmp_path, source, t
     topic = source.create_topic("spark", partitions=4)
     seeded = make_records(2000, "spark")
     source.seed(topic, seeded)
-    mirror = spark_mirror(tmp_path, files, topic, "--num.streams", "2")
+    port = free_port()
+    mirror = spark_mirror(tmp_path, files, topic, "--num.streams", "2", "--metrics.port", str(port),
+                          "--metrics.bind", "127.0.0.1")
     try:
         target.read_values(topic, [r.value for r in seeded], timeout_s=START_S)
         wait_until(lambda: sum(source.committed(files.group, topic).values()) == 2000, 30,
                    "offsets committed for every mirrored record")
+        # the driver serves every worker's metrics, labelled by worker
+        wait_until(lambda: sum(scrape(port, "mirrormaker_records_acknowledged_total").values()) == 2000, 30,
+                   "2000 acknowledged records in the driver's /metrics")
+        assert set(scrape(port, "mirrormaker_records_acknowledged_total")) == {"0", "1"}
+        assert sum(scrape(port, "mirrormaker_record_count_total").values()) == 2000
+        assert urllib.request.urlopen(f"http://127.0.0.1:{port}/ready", timeout=10).status == 200
         log = mirror.log()
         assert re.search(r"Spark worker 0 started \(pid \d+", log) and "Spark worker 1 started" in log
         # worker log lines reach the driver's log, and the driver logs the combined status

@@ -4,6 +4,7 @@ tests/integration/test_spark.py."""
 
 from __future__ import annotations
 
+import re
 import socket
 import sys
 import threading
@@ -219,11 +220,6 @@ def test_spark_options_need_spark(capsys, good_files, option):
     assert f"{option[0]} is only used with --spark" in err and "Traceback" not in err
 
 
-def test_metrics_port_is_refused_with_spark(capsys, good_files):
-    assert cli.invoke(base_args(good_files, "--include", "t", "--spark", "--metrics.port", "0")) == 1
-    assert "--metrics.port is not available with --spark" in capsys.readouterr().err
-
-
 def test_spark_options_reach_the_driver_and_spark_conf_repeats(monkeypatch, good_files):
     seen = {}
 
@@ -276,3 +272,29 @@ def test_a_signal_after_a_stop_asked_for_otherwise_still_shuts_down_cleanly(monk
     assert exits == [] and mirror.state.stop_signal == signal.SIGHUP
     mirror._on_signal(signal.SIGTERM, None)  # a second signal is impatient
     assert exits == [exit_codes.SIGTERM]
+
+
+# -- metrics on the driver -----------------------------------------------------------------
+
+
+def test_the_driver_exports_each_workers_metrics_with_a_worker_label():
+    from prometheus_client import CollectorRegistry, generate_latest
+
+    from mirror_maker.metrics import MirrorMetrics
+    from mirror_maker.records import TopicPartition
+    from mirror_maker.spark.metrics import WorkerMetrics, render
+
+    exported = WorkerMetrics(running=lambda: 2, restarts=lambda: 1)
+    for worker, partition, records in ((0, 0, 5), (1, 1, 7)):
+        metrics = MirrorMetrics()
+        metrics.consumed(TopicPartition("t", partition), records, records * 10, 0, 0, 0, 0)
+        metrics.committed(0.02)
+        exported.update(worker, render(metrics))
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(exported)
+    text = generate_latest(registry).decode()
+    assert 'mirrormaker_record_count_total{partition="0",topic="t",worker="0"} 5.0' in text
+    assert 'mirrormaker_record_count_total{partition="1",topic="t",worker="1"} 7.0' in text
+    assert len(re.findall(r"^# TYPE mirrormaker_record_count(_total)? counter$", text, re.M)) == 1  # one family
+    assert 'mirrormaker_commit_latency_seconds_count{worker="1"} 1.0' in text
+    assert "mirrormaker_spark_workers 2.0" in text and "mirrormaker_spark_restarts_total 1.0" in text
