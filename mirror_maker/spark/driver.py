@@ -101,6 +101,8 @@ class SparkDriver:
         self._metrics: Optional[WorkerMetrics] = None
         self._ops: Optional[OpsServer] = None
         self.restarts = 0
+        #: (job, worker) -> pid of each worker whose control connection is open.
+        self._connected: Dict[tuple, int] = {}
         self._sc = None
         self._token = secrets.token_hex(16)
         self._status = StatusReporter(self.snapshot, config.status_interval_ms / 1000.0,
@@ -126,6 +128,13 @@ class SparkDriver:
         if kind == "hello":
             log.info("Spark worker %s started (pid %s on %s, job %s)", worker, hello.get("pid"),
                      hello.get("host"), job)
+            pid = hello.get("pid")
+            if isinstance(pid, int) and pid > 1:  # never 0 or -1: os.kill would hit a group
+                with self._lock:
+                    self._connected[(job, worker)] = pid
+        elif kind == "disconnected":
+            with self._lock:
+                self._connected.pop((job, worker), None)
         elif kind == "log":
             logger = logging.getLogger(str(message.get("name", "mirror_maker")))
             level = int(message.get("level", logging.INFO))
@@ -356,6 +365,24 @@ class SparkDriver:
                                 "they did not commit are mirrored again on restart)")
                 self._sc.cancelJobGroup(JOB_GROUP)
                 self._cancelled = True
+        if self._cancelled and self.spark.local:
+            self._kill_local_workers()
+
+    def _kill_local_workers(self) -> None:
+        """After a hard cancel in local mode, make sure no worker outlives the driver.
+
+        Spark kills a cancelled task's Python worker only after ``spark.python.task.killTimeout``,
+        by which time the driver has stopped Spark; the workers would then get pyspark's SIGHUP
+        and take their own bounded shutdown (up to --shutdown.timeout.ms) instead.
+        """
+        with self._lock:
+            pids = list(self._connected.values())
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+                log.warning("Killed Spark worker process %d (cancelled, still running)", pid)
+            except (ProcessLookupError, PermissionError):
+                pass
 
     def undelivered(self) -> int:
         with self._lock:

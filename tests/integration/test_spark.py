@@ -112,6 +112,14 @@ def descendants(root: int):
     return found
 
 
+def gone(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    return False
+
+
 def started_workers(log):
     """(worker, pid, job) of every "Spark worker N started" line."""
     return [(int(w), int(pid), int(job)) for w, pid, job in
@@ -363,6 +371,9 @@ def test_a_second_signal_cancels_workers_that_do_not_stop(tmp_path, source, targ
     finally:
         mirror.kill()
     assert "Second signal: cancelling the Spark job" in mirror.log()
+    # the stuck worker does not outlive the driver
+    pids = [pid for _w, pid, _j in started_workers(mirror.log())]
+    wait_until(lambda: all(gone(pid) for pid in pids), 10, "the stuck worker process to be gone")
     assert source.committed(files.group, topic).get(0, 0) <= 10
 
 
@@ -377,13 +388,6 @@ def test_a_killed_driver_leaves_no_worker_behind_and_they_commit(tmp_path, sourc
     pids = descendants(mirror.process.pid)  # Spark's JVM, pyspark's daemon and the workers
     assert {pid for _w, pid, _j in started_workers(mirror.log())} <= set(pids)
     mirror.kill()  # SIGKILL: no handler runs in the driver
-
-    def gone(pid):
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return True
-        return False
 
     wait_until(lambda: all(gone(pid) for pid in pids), 30, "the JVM and the Spark workers to exit")
     wait_until(lambda: sum(source.committed(files.group, topic).values()) == 500, 30,
