@@ -247,8 +247,9 @@ class SparkDriver:
                                   self.readiness).start()
 
     def _running(self) -> int:
+        """Workers of the current job whose control connection is open."""
         with self._lock:
-            return len(self._snapshots) - len(self._done)
+            return sum(1 for job, _worker in self._connected if job == self._job)
 
     def readiness(self) -> Tuple[bool, str]:
         """/ready: every worker of the current job reports, and partitions are assigned."""
@@ -392,8 +393,9 @@ class SparkDriver:
         if self._stop_signal is not None:
             return SIGNAL_EXIT.get(self._stop_signal, exit_codes.FATAL)
         if self.caught_up:
-            if self.undelivered():
-                raise MirrorFailure(f"{self.undelivered()} records were not acknowledged by the target")
+            undelivered = self.undelivered()
+            if undelivered:
+                raise MirrorFailure(f"{undelivered} records were not acknowledged by the target")
             print(self._status.summary(), flush=True)
         return exit_codes.OK
 
