@@ -13,6 +13,7 @@ returns a summary that names the failure instead, and the driver stops.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import signal
@@ -32,8 +33,6 @@ from .control import ControlClient
 
 #: Often enough that the driver sees "caught up" soon after it happens; a few hundred bytes each.
 STATUS_EVERY_S = 0.25
-#: SIGHUP is what pyspark's daemon sends its workers when the executor shuts down.
-WORKER_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 
 
 @dataclass(frozen=True)
@@ -92,6 +91,24 @@ class _Reporter:
         self._client.send({"t": "metrics", "text": worker_metrics.render(self._mirror.metrics)})
 
 
+@contextlib.contextmanager
+def _stop_on_sighup(stop: threading.Event):
+    """pyspark's daemon sends SIGHUP to its workers when the executor shuts down, and sends it
+    twice (its shutdown runs again in a ``finally``). It only ever means "stop": a second one must
+    not be taken for an impatient user's second signal, which skips the final commit."""
+    def on_sighup(signum, frame) -> None:
+        stop.set()  # the reporter passes it to the engine at its next tick
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGHUP, on_sighup)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGHUP, previous)
+
+
 def run_stream(plan: TaskPlan, _partition: Iterator) -> Iterator[dict]:
     """The ``mapPartitions`` function of the barrier job: one stream per task."""
     from pyspark import BarrierTaskContext
@@ -130,7 +147,8 @@ def _mirror(plan: TaskPlan, index: int, client: ControlClient, stop: threading.E
         handler, listener = load_plugins(plan.config)
         mirror = MirrorMaker(plan.config, handler, listener, streams=[index])
         reporter = _Reporter(client, mirror, stop, plan.metrics)
-        run_mirror(mirror, WORKER_SIGNALS, reporter.tick)
+        with _stop_on_sighup(stop):
+            run_mirror(mirror, on_tick=reporter.tick)  # SIGTERM/SIGINT as in a process
         if plan.metrics:
             reporter.send_metrics()  # the final counts
         failure = mirror.state.failure

@@ -253,7 +253,8 @@ def test_help_has_a_spark_section(capsys):
 
 
 def test_a_signal_after_a_stop_asked_for_otherwise_still_shuts_down_cleanly(monkeypatch):
-    """A worker stopping for the driver gets pyspark's SIGHUP next: it must still flush and commit."""
+    """A stop asked for otherwise (a failure, caught up, a Spark driver's stop), then a signal:
+    the mirror must still flush and commit; only a second signal is impatient."""
     import os
     import re
     import signal
@@ -267,9 +268,9 @@ def test_a_signal_after_a_stop_asked_for_otherwise_still_shuts_down_cleanly(monk
     mirror = MirrorMaker(config, DefaultMessageHandler(), None)
     exits = []
     monkeypatch.setattr(os, "_exit", exits.append)
-    mirror.state.request_stop()  # the driver's stop, over the control channel
-    mirror._on_signal(signal.SIGHUP, None)
-    assert exits == [] and mirror.state.stop_signal == signal.SIGHUP
+    mirror.state.request_stop()  # e.g. the driver's stop, over the control channel
+    mirror._on_signal(signal.SIGINT, None)
+    assert exits == [] and mirror.state.stop_signal == signal.SIGINT
     mirror._on_signal(signal.SIGTERM, None)  # a second signal is impatient
     assert exits == [exit_codes.SIGTERM]
 
@@ -298,3 +299,19 @@ def test_the_driver_exports_each_workers_metrics_with_a_worker_label():
     assert len(re.findall(r"^# TYPE mirrormaker_record_count(_total)? counter$", text, re.M)) == 1  # one family
     assert 'mirrormaker_commit_latency_seconds_count{worker="1"} 1.0' in text
     assert "mirrormaker_spark_workers 2.0" in text and "mirrormaker_spark_restarts_total 1.0" in text
+
+
+def test_pyspark_daemons_double_sighup_only_asks_a_worker_to_stop():
+    """The daemon's shutdown sends SIGHUP twice; neither may end the worker before its commit."""
+    import os
+    import signal
+
+    from mirror_maker.spark.task import _stop_on_sighup
+
+    stop = threading.Event()
+    before = signal.getsignal(signal.SIGHUP)
+    with _stop_on_sighup(stop):
+        os.kill(os.getpid(), signal.SIGHUP)
+        os.kill(os.getpid(), signal.SIGHUP)
+        assert stop.wait(5)
+    assert signal.getsignal(signal.SIGHUP) is before
