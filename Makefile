@@ -18,9 +18,13 @@ venv: $(STAMP)
 demo: $(STAMP)
 	$(BIN)/python -m mirror_maker.demo
 
-## Unit and integration tests (integration tests start embedded brokers, or use MIRROR_MAKER_TEST_*_BOOTSTRAP).
+## Unit tests and the integration suite on Apache Kafka 4.x (jars via Maven, cached outside the
+## repository), then the smoke tests on Kafka 3.9 and on Tansu. MIRROR_MAKER_TEST_BROKER or
+## MIRROR_MAKER_TEST_*_BOOTSTRAP change the first leg's brokers.
 test: $(STAMP)
 	$(BIN)/python -m pytest -ra $(PYTEST_ARGS)
+	MIRROR_MAKER_TEST_BROKER=kafka-3.9 $(BIN)/python -m pytest -ra -m smoke $(PYTEST_ARGS) tests/integration
+	MIRROR_MAKER_TEST_BROKER=tansu $(BIN)/python -m pytest -ra -m smoke $(PYTEST_ARGS) tests/integration
 
 ## The same without the long reliability tests.
 test-fast: $(STAMP)

@@ -59,6 +59,9 @@ class TlsFiles:
     keystore_jks: Path
     store_password: str
     key_password: str
+    #: A broker's own JKS stores: its key and certificate, and the CA that signs client certificates.
+    server_keystore_jks: Path = None
+    server_truststore_jks: Path = None
 
 
 def make_tls_files(folder: Path, store_password: str = "store-secret",
@@ -71,20 +74,23 @@ def make_tls_files(folder: Path, store_password: str = "store-secret",
     client_key = _key()
     client = _cert(client_key, "mirror-client", ca_key, "test-ca", ca=False)
     files = TlsFiles(folder / "ca.pem", folder / "server.pem", folder / "server.key",
-                     folder / "client.pem", folder / "client.key", folder / "client.truststore.jks", folder / "client.keystore.jks",
-                     store_password, key_password)
+                     folder / "client.pem", folder / "client.key", folder / "client.truststore.jks",
+                     folder / "client.keystore.jks", store_password, key_password,
+                     folder / "server.keystore.jks", folder / "server.truststore.jks")
     files.ca_pem.write_bytes(_pem(ca))
     files.server_cert.write_bytes(_pem(server))
     files.server_key.write_bytes(_pem(server_key))
     files.client_cert.write_bytes(_pem(client))
     files.client_key.write_bytes(_pem(client_key))
-    jks.KeyStore.new("jks", [jks.TrustedCertEntry.new("ca", _der(ca))]).save(
-        str(files.truststore_jks), store_password)
-    pkcs8 = client_key.private_bytes(serialization.Encoding.DER, serialization.PrivateFormat.PKCS8,
-                                     serialization.NoEncryption())
-    entry = jks.PrivateKeyEntry.new("client", [_der(client), _der(ca)], pkcs8)
-    entry.encrypt(key_password)
-    jks.KeyStore.new("jks", [entry]).save(str(files.keystore_jks), store_password)
+    for truststore in (files.truststore_jks, files.server_truststore_jks):
+        jks.KeyStore.new("jks", [jks.TrustedCertEntry.new("ca", _der(ca))]).save(str(truststore), store_password)
+    for alias, key, cert, path in (("client", client_key, client, files.keystore_jks),
+                                   ("server", server_key, server, files.server_keystore_jks)):
+        pkcs8 = key.private_bytes(serialization.Encoding.DER, serialization.PrivateFormat.PKCS8,
+                                  serialization.NoEncryption())
+        entry = jks.PrivateKeyEntry.new(alias, [_der(cert), _der(ca)], pkcs8)
+        entry.encrypt(key_password)
+        jks.KeyStore.new("jks", [entry]).save(str(path), store_password)
     return files
 
 

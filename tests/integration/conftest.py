@@ -1,8 +1,9 @@
-"""Two clusters for the integration tests: embedded Tansu brokers, or your own.
+"""Two clusters for the integration tests, one source and one target per test session.
 
-Set MIRROR_MAKER_TEST_SOURCE_BOOTSTRAP and MIRROR_MAKER_TEST_TARGET_BOOTSTRAP to run the same
-tests, unchanged, against existing clusters (e.g. Apache Kafka). Tests that need to stop or cut
-a broker get the embedded broker objects and are skipped on your own clusters.
+``MIRROR_MAKER_TEST_BROKER`` picks them (see ``harness.broker_kind``): Apache Kafka 4.x by
+default, Kafka 3.9, the embedded Tansu broker, or your own clusters. Tests get fresh topics and
+groups, never fresh clusters. The Kafka clusters also have a SASL_PLAINTEXT listener (PLAIN and
+SCRAM users, ACLs enforced), an SSL listener with JKS stores, and a listener for an outage proxy.
 """
 
 from __future__ import annotations
@@ -11,40 +12,68 @@ import os
 
 import pytest
 
-from .harness import SOURCE_ENV, TARGET_ENV, Cluster, byo, mirror_files
+from .harness import SOURCE_ENV, TARGET_ENV, Cluster, broker_kind, mirror_files
+
+#: SASL users of the Kafka clusters: admin is a super user, the others get ACLs in their tests.
+SASL_USERS = {"admin": "admin-secret", "alice": "alice-secret", "bob": "bob-secret"}
+#: The principal of the TLS client certificate (tests/tls_material.py), a super user too.
+TLS_CLIENT_PRINCIPAL = "CN=mirror-client"
 
 
 def pytest_collection_modifyitems(config, items):
+    kind = broker_kind()
     for item in items:
         if "integration" in str(item.fspath):
             item.add_marker(pytest.mark.integration)
-        if item.get_closest_marker("needs_kafka_feature") and not byo():
-            reason = item.get_closest_marker("needs_kafka_feature").args[0]
-            item.add_marker(pytest.mark.skip(reason=f"the embedded test broker lacks: {reason}"))
-        if item.get_closest_marker("embedded_only") and byo():
-            item.add_marker(pytest.mark.skip(reason="stops or cuts brokers: embedded brokers only"))
+        feature = item.get_closest_marker("needs_kafka_feature")
+        if feature is not None and kind == "tansu":
+            item.add_marker(pytest.mark.skip(reason=f"Tansu lacks: {feature.args[0]}"))
+        own = item.get_closest_marker("needs_own_brokers")
+        if own is not None and kind == "byo":
+            item.add_marker(pytest.mark.skip(reason=f"needs brokers the tests start: {own.args[0]}"))
 
 
-def pytest_configure(config):
-    config.addinivalue_line("markers", "embedded_only: stops or cuts brokers; needs the embedded ones")
+def _kafka_clusters(work, version):
+    from ..brokers.apache_kafka import KafkaCluster, Security
+    from ..tls_material import make_tls_files
+
+    tls = make_tls_files(work)
+    security = Security(users=SASL_USERS, super_users=["admin", TLS_CLIENT_PRINCIPAL],
+                        keystore=tls.server_keystore_jks, truststore=tls.server_truststore_jks,
+                        store_password=tls.store_password, key_password=tls.key_password)
+    brokers = [KafkaCluster(name, work, version, security=security, proxied=True)
+               for name in ("source", "target")]
+    return brokers, tls
 
 
 @pytest.fixture(scope="session")
 def clusters(tmp_path_factory):
-    if byo():
+    kind = broker_kind()
+    if kind == "byo":
         yield Cluster("source", os.environ[SOURCE_ENV]), Cluster("target", os.environ[TARGET_ENV])
         return
-    from mirror_maker.embedded import EmbeddedBroker
+    work = tmp_path_factory.mktemp("brokers")
+    tls = None
+    if kind == "tansu":
+        from mirror_maker.embedded import EmbeddedBroker
 
-    log_dir = tmp_path_factory.mktemp("brokers")
-    source = EmbeddedBroker("source", log_dir).start()
-    target = EmbeddedBroker("target", log_dir)
+        brokers = [EmbeddedBroker(name, work) for name in ("source", "target")]
+    else:
+        from ..brokers.apache_kafka import KAFKA_3_9, KAFKA_4
+
+        brokers, tls = _kafka_clusters(work, KAFKA_4 if kind == "kafka" else KAFKA_3_9)
     try:
-        target.start()
-        yield Cluster("source", source.bootstrap, source), Cluster("target", target.bootstrap, target)
+        if kind == "tansu":
+            for broker in brokers:
+                broker.start()
+        else:
+            from ..brokers.apache_kafka import start_together
+
+            start_together(brokers)  # two JVMs start faster side by side
+        yield tuple(Cluster(b.name, b.bootstrap, b, tls=tls) for b in brokers)
     finally:
-        target.stop()
-        source.stop()
+        for broker in brokers:
+            broker.stop()
 
 
 @pytest.fixture

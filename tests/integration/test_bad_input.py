@@ -98,16 +98,15 @@ def test_unreachable_bootstrap_keeps_retrying_names_the_address_and_stops_on_sig
     assert "Traceback" not in mirror.log()
 
 
-@pytest.mark.embedded_only
-def test_authentication_failure_names_the_cluster_side(tmp_path, source):
+@pytest.mark.needs_own_brokers("a TLS listener with the test's certificates")
+def test_authentication_failure_names_the_cluster_side(tmp_path, source, target):
     from ..tls_material import make_tls_files
-    from .tls import tls_broker
+    from .tls import tls_target as reach_over_tls
 
     (tmp_path / "served").mkdir()
     (tmp_path / "other").mkdir()
-    served = make_tls_files(tmp_path / "served")
-    other = make_tls_files(tmp_path / "other")  # a CA the front's certificate does not chain to
-    with tls_broker(tmp_path, served, "tls-auth") as (tls_target, _front):
+    other = make_tls_files(tmp_path / "other")  # a CA the broker's certificate does not chain to
+    with reach_over_tls(tmp_path / "served", target) as (tls_target, _tls, _front):
         files = mirror_files(tmp_path, source, tls_target, producer={
             "security.protocol": "SSL", "ssl.truststore.location": other.truststore_jks,
             "ssl.truststore.password": other.store_password})

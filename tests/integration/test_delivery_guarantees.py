@@ -7,7 +7,7 @@ import pytest
 from .harness import (
     BackgroundProducer,
     MirrorProcess,
-    byo,
+    on_tansu,
     make_records,
     mirror_args,
     mirror_files,
@@ -68,8 +68,8 @@ def test_two_instances_started_and_stopped_during_a_stream(tmp_path, source, tar
     # leader of every later generation, so the group never forms again (librdkafka debug=cgrp:
     # LeaveGroup answered, then JoinGroup responses name the departed member as leader for 90 s+).
     # An instance with two streams sends two LeaveGroups, the second during the rebalance the first
-    # started; on the embedded broker each instance runs one stream, on your clusters two.
-    streams = "2" if byo() else "1"
+    # started; on Tansu each instance runs one stream, on Apache Kafka two.
+    streams = "1" if on_tansu() else "2"
     args = mirror_args(files, topic, "--offset.commit.interval.ms", "500", "--num.streams", streams)
     a = MirrorProcess(args, tmp_path / "a1.log")
     b = None
@@ -97,13 +97,11 @@ def test_two_instances_started_and_stopped_during_a_stream(tmp_path, source, tar
             b.kill()
 
 
-@pytest.mark.embedded_only
+@pytest.mark.needs_own_brokers("cuts the target off through a proxy")
 def test_commit_never_passes_what_the_target_has_not_acknowledged(tmp_path, source, target):
-    from mirror_maker.embedded import EmbeddedProxy
-
-    proxy = EmbeddedProxy(target.bootstrap, tmp_path, "target-proxy").start()
+    proxy, proxied = target.proxy(tmp_path, "target-proxy")
     topic = source.create_topic("cut", partitions=1)
-    files = mirror_files(tmp_path, source, type(target)("proxied", proxy.bootstrap))
+    files = mirror_files(tmp_path, source, proxied)
     stream = BackgroundProducer(source, topic, rate=200).start()
     mirror = MirrorProcess(mirror_args(files, topic, "--offset.commit.interval.ms", "500"),
                            tmp_path / "mirror.log")

@@ -3,6 +3,8 @@
 import signal
 from collections import Counter
 
+import pytest
+
 from .harness import MirrorProcess, make_records, wait_until
 
 
@@ -10,6 +12,7 @@ def _content(rows):
     return Counter((rec.key, rec.value, rec.headers, rec.timestamp) for _p, _o, rec in rows)
 
 
+@pytest.mark.smoke
 def test_mirror_copies_every_record_and_sigterm_commits(tmp_path, source, target, files):
     topic = source.create_topic("e2e", partitions=3)
     records = make_records(2000)

@@ -47,6 +47,7 @@ class TargetCounter:
         self.consumer.close()
 
 
+@pytest.mark.smoke
 @pytest.mark.parametrize("clean", [True, False], ids=["clean-bounce", "hard-bounce"])
 def test_kafka_mirror_maker_system_test_bounce(tmp_path, source, target, report, clean):
     """tests/kafkatest/tests/core/mirror_maker_test.py::test_bounce, against our CLI."""
@@ -93,11 +94,8 @@ def test_kafka_mirror_maker_system_test_bounce(tmp_path, source, target, report,
 
 
 def _outage(tmp_path, source, target, report, side):
-    from mirror_maker.embedded import EmbeddedProxy
-
     behind = source if side == "source" else target
-    proxy = EmbeddedProxy(behind.bootstrap, tmp_path, f"{side}-proxy").start()
-    proxied = Cluster(f"{side}-via-proxy", proxy.bootstrap)
+    proxy, proxied = behind.proxy(tmp_path, f"{side}-proxy")
     topic = source.create_topic(f"{side}-outage", partitions=2)
     files = mirror_files(tmp_path, proxied if side == "source" else source,
                          proxied if side == "target" else target)
@@ -127,12 +125,12 @@ def _outage(tmp_path, source, target, report, side):
         proxy.stop()
 
 
-@pytest.mark.embedded_only
+@pytest.mark.needs_own_brokers("cuts the target off through a proxy")
 def test_target_outage_of_30_seconds(tmp_path, source, target, report):
     _outage(tmp_path, source, target, report, "target")
 
 
-@pytest.mark.embedded_only
+@pytest.mark.needs_own_brokers("cuts the source off through a proxy")
 def test_source_outage_of_30_seconds(tmp_path, source, target, report):
     _outage(tmp_path, source, target, report, "source")
 

@@ -40,11 +40,9 @@ def test_listener_raising_stops_the_mirror(tmp_path, source, target, files):
 def mirror_with_target_cut(tmp_path, source, target, shutdown_timeout_ms: str):
     """A mirror whose target is cut off (through a proxy) right after it got its partitions,
     with records consumed that it cannot deliver."""
-    from mirror_maker.embedded import EmbeddedProxy
-
-    proxy = EmbeddedProxy(target.bootstrap, tmp_path, "proxy").start()
+    proxy, proxied = target.proxy(tmp_path)
     topic = source.create_topic("cut")
-    files = mirror_files(tmp_path, source, type(target)("proxied", proxy.bootstrap))
+    files = mirror_files(tmp_path, source, proxied)
     mirror = MirrorProcess(mirror_args(files, topic, "--shutdown.timeout.ms", shutdown_timeout_ms,
                                        "--status.interval.ms", "200"), tmp_path / "m.log")
     try:
@@ -57,7 +55,7 @@ def mirror_with_target_cut(tmp_path, source, target, shutdown_timeout_ms: str):
         proxy.stop()
 
 
-@pytest.mark.embedded_only
+@pytest.mark.needs_own_brokers("cuts the target off through a proxy")
 def test_shutdown_is_bounded_while_the_target_is_away(tmp_path, source, target):
     with mirror_with_target_cut(tmp_path, source, target, "2000") as (mirror, files, topic):
         assert mirror.stop(signal.SIGTERM, timeout_s=30) == 143, mirror.log()
@@ -65,7 +63,7 @@ def test_shutdown_is_bounded_while_the_target_is_away(tmp_path, source, target):
         assert source.committed(files.group, topic) == {}
 
 
-@pytest.mark.embedded_only
+@pytest.mark.needs_own_brokers("cuts the target off through a proxy")
 def test_a_second_signal_exits_at_once(tmp_path, source, target):
     with mirror_with_target_cut(tmp_path, source, target, "600000") as (mirror, files, topic):
         mirror.process.send_signal(signal.SIGTERM)

@@ -20,7 +20,7 @@ import pytest
 
 from mirror_maker.embedded import die_with_parent, free_port
 
-from .harness import (BackgroundProducer, MirrorProcess, byo, make_records, mirror_args, mirror_files,
+from .harness import (BackgroundProducer, MirrorProcess, on_tansu, make_records, mirror_args, mirror_files,
                       values, wait_until)
 
 pyspark = pytest.importorskip("pyspark")
@@ -153,7 +153,7 @@ def test_a_worker_stopped_by_its_executor_commits_and_the_job_restarts(tmp_path,
     # Tansu 0.6 stalls a group whose members leave while it is rebalancing (see
     # test_two_instances_started_and_stopped_during_a_stream), which is what the survivors of a
     # 2-stream job do when the driver restarts it; on your clusters the test runs 2 streams.
-    streams = 2 if byo() else 1
+    streams = 1 if on_tansu() else 2
     topic = source.create_topic("spark-term", partitions=2)
     producer = BackgroundProducer(source, topic, rate=300).start()
     mirror = spark_mirror(tmp_path, files, topic, "--num.streams", str(streams))

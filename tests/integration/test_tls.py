@@ -6,13 +6,14 @@ import pytest
 
 from ..tls_material import make_tls_files
 from .harness import Cluster, MirrorProcess, make_records, mirror_args, mirror_files
-from .tls import tls_broker
+from .tls import tls_target as reach_over_tls
+
+pytestmark = pytest.mark.smoke
 
 
-@pytest.mark.embedded_only
-def test_mirror_to_a_tls_target_with_jks_stores(tmp_path, source):
-    tls = make_tls_files(tmp_path)
-    with tls_broker(tmp_path, tls) as (tls_target, front):
+@pytest.mark.needs_own_brokers("a TLS listener with the test's certificates")
+def test_mirror_to_a_tls_target_with_jks_stores(tmp_path, source, target):
+    with reach_over_tls(tmp_path, target) as (tls_target, tls, front):
         topic = source.create_topic("tls", partitions=2)
         source.seed(topic, make_records(300))
         files = mirror_files(tmp_path, source, tls_target, producer={
@@ -30,7 +31,8 @@ def test_mirror_to_a_tls_target_with_jks_stores(tmp_path, source):
             assert len(rows) == 300
         finally:
             assert mirror.stop(signal.SIGTERM) == 143, mirror.log()
-        assert front.handshakes > 0  # the records went through TLS, client certificate checked
+        if front is not None:  # Tansu: the records went through the front, certificate checked
+            assert front.handshakes > 0
     log = mirror.log()
     assert "SSL handshake failed" not in log
     for secret in (tls.store_password, tls.key_password):

@@ -1,7 +1,7 @@
-"""A TLS front for the test broker.
+"""TLS targets: Apache Kafka's own SSL listener, or a TLS front for Tansu.
 
-The test broker cannot serve TLS itself (test-broker.md section 6), so a few lines of Python's
-ssl module terminate TLS on one port and pipe the bytes to the broker's plaintext port; the broker
+Tansu cannot serve TLS itself (test-broker.md section 6), so for it a few lines of Python's ssl
+module terminate TLS on one port and pipe the bytes to the broker's plaintext port; the broker
 advertises the TLS port, so every connection goes through the front.
 """
 
@@ -97,3 +97,20 @@ def tls_broker(tmp_path, files: TlsFiles, name: str = "tls-target"):
     finally:
         front.close()
         broker.stop()
+
+
+@contextlib.contextmanager
+def tls_target(tmp_path, target):
+    """The target reached over TLS, with client certificates required: yields (Cluster, the
+    TLS material its certificates come from, the Tansu front or None on Apache Kafka)."""
+    from mirror_maker.embedded import EmbeddedBroker
+
+    if isinstance(target.broker, EmbeddedBroker):
+        from ..tls_material import make_tls_files
+
+        files = make_tls_files(tmp_path)
+        with tls_broker(tmp_path, files) as (cluster, front):
+            yield cluster, files, front
+        return
+    files = target.tls
+    yield target.view("tls-target", target.broker.ssl_bootstrap, pem_client_conf(files)), files, None
