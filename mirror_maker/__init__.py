@@ -14,6 +14,15 @@ at the first record that cannot be delivered, without committing past it.
 
 The public plugin API lives in this module: :class:`ConsumerRecord`, :class:`ProducerRecord`,
 :class:`TopicPartition`, :class:`MessageHandler` and :class:`RebalanceListener`.
+
+Layout: the API-level modules a plugin or a user may import sit here (``records``, ``handlers``,
+``listeners``, ``plugins``, ``errors``), with ``demo`` and ``embedded``; the rest is grouped by
+concern, each subpackage saying what it may import: ``cli`` (command line, exit codes),
+``config`` (files and options to one configuration), ``clients`` (producer, admin, client errors,
+retries), ``engine`` (runner, mirror threads), ``offsets`` (flush-then-commit and where offsets
+go), ``ops`` (logs, metrics, status, endpoint) and ``spark``. Log lines name their logger with the
+names these modules had before the split (``mirror_maker.worker``, ``mirror_maker.producer``, ...),
+so what users grep for does not change.
 """
 
 __version__ = "0.1.0"

@@ -24,7 +24,7 @@ from confluent_kafka import TopicPartition as KafkaTopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from .embedded import EmbeddedBroker, die_with_parent
-from .log import configure_logging, librdkafka_logger
+from .ops.log import configure_logging, librdkafka_logger
 
 ROOT = Path(__file__).resolve().parent.parent
 BIN = ROOT / "bin" / "kafka-mirror-maker.py"

@@ -19,7 +19,11 @@ class RebalanceListener:
         """Called after the partitions were assigned to one mirror thread's consumer."""
 
     def on_partitions_revoked(self, partitions: List[TopicPartition]) -> None:
-        """Called after the revoked partitions' records were flushed and their offsets committed."""
+        """Called after the mirror tried to flush the revoked partitions' records and commit their
+        offsets. The commit happened only if the target acknowledged every record in time (a
+        share of max.poll.interval.ms, or the stop's deadline) and the mirror has not failed;
+        otherwise nothing was committed and the partitions' next owner mirrors those records
+        again (at-least-once). A WARN line says so when it happens."""
 
     def on_partitions_lost(self, partitions: List[TopicPartition]) -> None:
         """Called when partitions were lost (e.g. a missed session timeout); nothing was committed."""

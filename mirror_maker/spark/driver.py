@@ -30,11 +30,11 @@ import time
 from dataclasses import replace
 from typing import Dict, Optional, Tuple
 
-from .. import exit_codes
-from ..config import MirrorMakerConfig
-from ..endpoint import OpsServer
+from ..cli import exit_codes
+from ..config.mirror_config import MirrorMakerConfig
+from ..ops.endpoint import OpsServer
 from ..errors import ConfigError, MirrorFailure
-from ..status import StatusReporter, combine
+from ..ops.status import StatusReporter, combine
 from .control import ControlServer
 from .metrics import WorkerMetrics
 from .settings import (SparkOptions, SparkPlan, parse_conf, plan as make_plan, submitted_notes,
@@ -53,7 +53,7 @@ STABLE_S = 300.0
 #: thread); the driver's cancel after this much more is the last resort.
 CANCEL_GRACE_S = 15.0
 INSTALL_HINT = "pip install 'kafka-mirror-maker[spark]'"
-SIGNAL_EXIT = {signal.SIGTERM: exit_codes.SIGTERM, signal.SIGINT: exit_codes.SIGINT}
+SIGNALS = (signal.SIGTERM, signal.SIGINT)
 COUNTERS = ("records", "bytes", "acked", "dropped")
 
 
@@ -194,7 +194,7 @@ class SparkDriver:
     def _install_signal_handlers(self) -> None:
         # After the SparkContext exists: PySpark installs its own SIGINT handler (cancel + raise).
         if threading.current_thread() is threading.main_thread():
-            for signum in SIGNAL_EXIT:
+            for signum in SIGNALS:
                 self._previous_handlers[signum] = signal.signal(signum, self._on_signal)
 
     def _restore_signal_handlers(self) -> None:
@@ -391,7 +391,7 @@ class SparkDriver:
 
     def _exit_status(self) -> int:
         if self._stop_signal is not None:
-            return SIGNAL_EXIT.get(self._stop_signal, exit_codes.FATAL)
+            return exit_codes.for_signal(self._stop_signal)
         if self.caught_up:
             undelivered = self.undelivered()
             if undelivered:

@@ -24,10 +24,10 @@ import time
 from dataclasses import dataclass
 from typing import Callable, Iterator, Optional, Tuple
 
-from ..config import MirrorMakerConfig
+from ..config.mirror_config import MirrorMakerConfig
 from ..errors import ConfigError, MirrorMakerError
-from ..log import KafkaFormatter, FORMAT
-from ..runner import MirrorMaker, load_plugins, run_mirror
+from ..ops.log import KafkaFormatter, FORMAT
+from ..engine.runner import MirrorMaker, load_plugins, run_mirror
 from . import metrics as worker_metrics
 from .control import ControlClient
 

@@ -203,6 +203,11 @@ class KafkaCluster:
             "group.initial.rebalance.delay.ms": 0,
             # The tests' consumers use a 2 s session so that a killed member is noticed quickly.
             "group.min.session.timeout.ms": 1000,
+            # The same for the consumer protocol (KIP-848), whose timeouts the broker sets.
+            "group.consumer.min.session.timeout.ms": 1000,
+            "group.consumer.session.timeout.ms": 6000,
+            "group.consumer.min.heartbeat.interval.ms": 100,
+            "group.consumer.heartbeat.interval.ms": 500,
             "num.network.threads": 2,
             "num.io.threads": 2,
             "background.threads": 2,

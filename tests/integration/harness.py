@@ -174,6 +174,22 @@ class Cluster:
     def topic_exists(self, topic: str) -> bool:
         return topic in self.admin().list_topics(timeout=10).topics
 
+    def delete_topics(self, *topics: str) -> None:
+        """Delete the topics and wait until metadata no longer lists them."""
+        present = [t for t in topics if self.topic_exists(t)]
+        if present:
+            for future in self.admin().delete_topics(present, operation_timeout=30).values():
+                future.result()
+        wait_until(lambda: not any(self.topic_exists(t) for t in topics), 30, f"{topics} deleted")
+
+    def delete_group(self, group: str) -> None:
+        """Forget a consumer group and its committed offsets (it must have no members)."""
+        try:
+            self.admin().delete_consumer_groups([group], request_timeout=30)[group].result()
+        except Exception as exc:  # a group that never committed does not exist
+            if "GROUP_ID_NOT_FOUND" not in str(exc):
+                raise
+
     def seed(self, topic: str, records: Iterable[Rec], partition: Optional[int] = None,
              **producer_overrides) -> int:
         """Produce every record (acks=all) and fail unless each one was acknowledged."""
@@ -300,14 +316,15 @@ def mirror_files(tmp_path: Path, source: Cluster, target: Cluster, group: Option
 
 
 class MirrorProcess:
-    """``bin/kafka-mirror-maker.py`` as a user runs it, in a subprocess with its log captured."""
+    """``bin/kafka-mirror-maker.py`` as a user runs it, in a subprocess with its log captured;
+    or, given ``command``, another mirror (Kafka's own) run the same way."""
 
     def __init__(self, args: List[str], log_path: Path, env: Optional[dict] = None,
-                 cwd: Optional[Path] = None) -> None:
+                 cwd: Optional[Path] = None, command: Optional[List[str]] = None) -> None:
         self.log_path = log_path
         self._log = open(log_path, "ab")
         self.process = subprocess.Popen(
-            [sys.executable, str(BIN), *args], stdin=subprocess.DEVNULL, stdout=self._log,
+            command or [sys.executable, str(BIN), *args], stdin=subprocess.DEVNULL, stdout=self._log,
             stderr=subprocess.STDOUT, env={**os.environ, **(env or {})}, cwd=str(cwd or log_path.parent),
             preexec_fn=die_with_parent(signal.SIGKILL),  # never outlive a killed test run
         )
@@ -377,6 +394,18 @@ class BackgroundProducer:
         self._stop.set()
         self._thread.join(60)
         return list(self.acked)
+
+
+def assert_order_per_key(rows) -> None:
+    """Every key's records are on the target in their source order (the ``seq`` header that
+    ``make_records`` writes), read in target offset order. Records of one key share a source
+    partition, so this is the order per partition that MirrorMaker promises."""
+    by_key: Dict[bytes, List[int]] = {}
+    for _partition, _offset, rec in sorted(rows, key=lambda row: (row[0], row[1])):
+        seq = dict(rec.headers).get("seq")
+        by_key.setdefault(rec.key, []).append(int(seq))
+    out_of_order = {key: seqs for key, seqs in by_key.items() if seqs != sorted(seqs)}
+    assert not out_of_order, f"{len(out_of_order)} keys out of order, e.g. {list(out_of_order.items())[:1]}"
 
 
 def values(rows) -> List[bytes]:

@@ -5,7 +5,7 @@ from collections import Counter
 
 import pytest
 
-from .harness import MirrorProcess, make_records, wait_until
+from .harness import MirrorProcess, assert_order_per_key, make_records, wait_until
 
 
 def _content(rows):
@@ -32,6 +32,7 @@ def test_mirror_copies_every_record_and_sigterm_commits(tmp_path, source, target
     assert status == 143, mirror.log()
     assert _content(mirrored) == _content(
         [(0, 0, r._replace(headers=tuple(r.headers))) for r in records])
+    assert_order_per_key(mirrored)
     assert target.partitions(topic) == 3  # created with the source's partition count
     assert "Resetting offset for partition" in mirror.log()
     assert "Traceback" not in mirror.log()

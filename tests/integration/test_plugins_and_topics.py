@@ -4,7 +4,8 @@ import signal
 from collections import Counter
 
 from ..java_partitioner import java_partition
-from .harness import ROOT, MirrorProcess, make_records, mirror_args, mirror_files, unique, wait_until
+from .harness import (ROOT, MirrorProcess, assert_order_per_key, make_records, mirror_args, mirror_files,
+                      unique, wait_until)
 
 EXAMPLES = {"PYTHONPATH": str(ROOT / "examples")}
 
@@ -75,6 +76,7 @@ def test_keyed_records_land_where_a_java_producer_puts_them(tmp_path, source, ta
     finally:
         mirror.stop(signal.SIGTERM)
     assert all(p == java_partition(rec.key, 5) for p, _o, rec in rows)
+    assert_order_per_key(rows)
 
 
 def test_num_streams_threads_share_the_work_with_cooperative_sticky(tmp_path, source, target):
@@ -87,6 +89,7 @@ def test_num_streams_threads_share_the_work_with_cooperative_sticky(tmp_path, so
     try:
         rows = target.read_all(topic, expected=600, timeout_s=90)
         assert len(rows) == 600
+        assert_order_per_key(rows)
         wait_until(lambda: sum(source.committed(files.group, topic).values()) == 600, 30, "all committed")
         log = mirror.log()
         for i in range(3):

@@ -10,7 +10,7 @@ from types import SimpleNamespace
 import pytest
 from confluent_kafka import KafkaError, KafkaException
 
-from mirror_maker.admin import TargetTopics
+from mirror_maker.clients.target_topics import TargetTopics
 from mirror_maker.errors import ClientFailed
 
 

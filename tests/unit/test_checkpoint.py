@@ -1,15 +1,17 @@
 """Flush before commit, and the commit error policy, with fakes in place of the clients."""
 
+import time
 from types import SimpleNamespace
 
 import pytest
 from confluent_kafka import KafkaError, KafkaException
 
-from mirror_maker.checkpoint import Checkpoint, OffsetCommitter
+from mirror_maker.offsets.checkpoint import Checkpoint
+from mirror_maker.offsets.committer import OffsetCommitter
 from mirror_maker.errors import ClientFailed, SendFailed
 from mirror_maker.records import TopicPartition
-from mirror_maker.retry import commit_retrying
-from mirror_maker.state import RunState
+from mirror_maker.clients.retry import commit_retrying
+from mirror_maker.engine.state import RunState
 
 TP0, TP1 = TopicPartition("t", 0), TopicPartition("t", 1)
 
@@ -143,3 +145,35 @@ def test_discard_lost_partitions():
     cp, _ = checkpoint([])
     cp.discard([TP0])
     assert cp.pending == {TP1: 20}
+
+
+def test_nothing_pending_means_no_flush_which_would_wait_for_other_threads_records():
+    events = []
+    cp, _ = checkpoint(events)
+    cp.pending.clear()
+    assert cp.commit() is True and events == []
+
+
+def test_only_partitions_the_thread_still_owns_are_committed():
+    events = []
+    cp = Checkpoint(FakeProducer(events), OffsetCommitter(FakeConsumer(events), no_wait_retrying),
+                    RunState(), interval_ms=1000, owned={TP0}.__contains__)
+    cp.pending.update({TP0: 10, TP1: 20})
+    cp.commit()
+    assert events == ["flush", ("commit", [("t", 0, 10)])]
+
+
+def test_commit_retries_end_at_the_deadline():
+    events = []
+    cp, consumer = checkpoint(events, errors=[KafkaError.REQUEST_TIMED_OUT] * 10)
+    cp.commit(deadline=time.monotonic() - 1)  # a stop whose deadline has passed: one attempt only
+    assert consumer.calls == 1
+    assert cp.pending == {TP0: 10, TP1: 20}
+
+
+def test_the_stop_deadline_bounds_a_commit_that_was_given_none():
+    events, state = [], RunState(shutdown_timeout_s=0)
+    cp, consumer = checkpoint(events, errors=[KafkaError.REQUEST_TIMED_OUT] * 10, state=state)
+    state.request_stop()
+    cp.commit()
+    assert consumer.calls == 1

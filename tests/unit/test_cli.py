@@ -4,7 +4,9 @@ import logging
 
 import pytest
 
-from mirror_maker import __version__, cli, exit_codes, runner
+from mirror_maker import __version__
+from mirror_maker.cli import command as cli, exit_codes
+from mirror_maker.engine import runner
 
 
 @pytest.fixture

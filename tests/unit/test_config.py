@@ -5,15 +5,15 @@ from pathlib import Path
 
 import pytest
 
-from mirror_maker.config import (
+from mirror_maker.config.client_conf import (
     MAX_DELIVERY_TIMEOUT_MS,
     _resolve_ssl,
-    build_config,
     build_consumer_conf,
     build_producer_conf,
 )
+from mirror_maker.config.mirror_config import build_config
+from mirror_maker.config.translate import CONSUMER, PRODUCER, parse_jaas, translate
 from mirror_maker.errors import ConfigError
-from mirror_maker.translate import CONSUMER, PRODUCER, parse_jaas, translate
 
 ROOT = Path(__file__).resolve().parents[2]
 C = {"bootstrap.servers": "h:1", "group.id": "g"}

@@ -5,7 +5,7 @@ import logging
 import pytest
 
 from mirror_maker.errors import ConfigError
-from mirror_maker.log import FORMAT, KafkaFormatter, LibrdkafkaFilter, resolve_level
+from mirror_maker.ops.log import FORMAT, KafkaFormatter, LibrdkafkaFilter, resolve_level
 
 
 def record(message, level=logging.ERROR):

@@ -8,10 +8,10 @@ from types import SimpleNamespace
 
 from prometheus_client import CollectorRegistry, generate_latest
 
-from mirror_maker.metrics import MirrorMetrics, WindowStat
-from mirror_maker.notify import notify
+from mirror_maker.ops.metrics import MirrorMetrics, WindowStat
+from mirror_maker.ops.notify import notify
 from mirror_maker.records import TopicPartition
-from mirror_maker.status import StatusReporter, combine, snapshot
+from mirror_maker.ops.status import StatusReporter, combine, snapshot
 
 ROOT = Path(__file__).resolve().parents[2]
 TP = TopicPartition("orders", 2)

@@ -5,7 +5,7 @@ import os
 import pytest
 
 from mirror_maker.errors import ConfigError
-from mirror_maker.properties import load_properties, parse_properties
+from mirror_maker.config.properties import load_properties, parse_properties
 
 
 def test_java_syntax(props):
@@ -48,7 +48,7 @@ def test_unreadable_file(tmp_path, monkeypatch):
     if os.access(path, os.R_OK):  # root reads anything: make the read fail as it would for a user
         def denied(*args, **kwargs):
             raise PermissionError(13, "Permission denied")
-        monkeypatch.setattr("mirror_maker.properties.open", denied, raising=False)
+        monkeypatch.setattr("mirror_maker.config.properties.open", denied, raising=False)
     with pytest.raises(ConfigError) as info:
         load_properties(str(path), "--consumer.config")
     assert str(info.value) == f"--consumer.config: cannot read {path}: Permission denied"

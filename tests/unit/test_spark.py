@@ -13,7 +13,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from mirror_maker import cli, exit_codes
+from mirror_maker.cli import command as cli, exit_codes
 from mirror_maker.errors import ConfigError
 from mirror_maker.spark import driver
 from mirror_maker.spark.control import ControlClient, ControlServer
@@ -259,9 +259,9 @@ def test_a_signal_after_a_stop_asked_for_otherwise_still_shuts_down_cleanly(monk
     import re
     import signal
 
-    from mirror_maker.config import MirrorMakerConfig
+    from mirror_maker.config.mirror_config import MirrorMakerConfig
     from mirror_maker.handlers import DefaultMessageHandler
-    from mirror_maker.runner import MirrorMaker
+    from mirror_maker.engine.runner import MirrorMaker
 
     config = MirrorMakerConfig({"group.id": "g", "bootstrap.servers": "h:1"}, {"bootstrap.servers": "h:2"},
                                re.compile("t"))
@@ -281,7 +281,7 @@ def test_a_signal_after_a_stop_asked_for_otherwise_still_shuts_down_cleanly(monk
 def test_the_driver_exports_each_workers_metrics_with_a_worker_label():
     from prometheus_client import CollectorRegistry, generate_latest
 
-    from mirror_maker.metrics import MirrorMetrics
+    from mirror_maker.ops.metrics import MirrorMetrics
     from mirror_maker.records import TopicPartition
     from mirror_maker.spark.metrics import WorkerMetrics, render
 

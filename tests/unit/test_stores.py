@@ -7,8 +7,8 @@ import pytest
 from cryptography import x509
 from cryptography.hazmat.primitives.serialization import BestAvailableEncryption, pkcs12
 
-from mirror_maker import stores
-from mirror_maker.config import build_producer_conf
+from mirror_maker.config import stores
+from mirror_maker.config.client_conf import build_producer_conf
 from mirror_maker.errors import ConfigError
 
 from ..tls_material import make_tls_files

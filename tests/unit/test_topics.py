@@ -3,7 +3,7 @@
 import pytest
 
 from mirror_maker.errors import ConfigError
-from mirror_maker.topics import compile_include, kafka_include_string, select_topics
+from mirror_maker.config.topics import compile_include, kafka_include_string, select_topics
 
 
 @pytest.mark.parametrize("raw,expected", [

@@ -1,4 +1,4 @@
-"""Cluster metadata the mirror needs: which source topics match, and target topics to create.
+"""Target topics: created when missing, with the source's partition count.
 
 KIP-3 asks for "the same partition number in source and target": when a source topic is
 assigned and its target topic is missing, it is created with the source's partition count
@@ -9,49 +9,17 @@ from __future__ import annotations
 
 import logging
 import threading
-from typing import Dict, Iterable, List, Optional
+from typing import Dict, Iterable, List
 
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from .errors import ClientFailed
-from .log import librdkafka_logger
+from ..errors import ClientFailed
+from .admin import list_topic_partitions
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("mirror_maker.admin")
 
-METADATA_TIMEOUT_S = 10.0
 CREATE_TIMEOUT_S = 30.0
-
-_CLIENT_KEYS_SKIPPED = {
-    "group.id", "group.instance.id", "enable.auto.commit", "auto.offset.reset",
-    "partition.assignment.strategy", "session.timeout.ms", "heartbeat.interval.ms",
-    "max.poll.interval.ms", "auto.commit.interval.ms", "isolation.level", "fetch.min.bytes",
-    "fetch.max.bytes", "fetch.wait.max.ms", "max.partition.fetch.bytes", "queued.min.messages",
-    "queued.max.messages.kbytes", "check.crcs", "allow.auto.create.topics", "group.protocol",
-    "acks", "enable.idempotence", "max.in.flight.requests.per.connection", "message.timeout.ms",
-    "partitioner", "linger.ms", "batch.size", "batch.num.messages", "compression.type",
-    "compression.level", "retries", "queue.buffering.max.kbytes", "queue.buffering.max.messages",
-    "message.max.bytes", "request.timeout.ms", "transaction.timeout.ms", "delivery.report.only.error",
-}
-
-
-def admin_client(conf: Dict[str, str], client_id: str) -> AdminClient:
-    """An AdminClient that shares a consumer's or producer's connection and security settings."""
-    admin_conf = {k: v for k, v in conf.items() if k not in _CLIENT_KEYS_SKIPPED}
-    admin_conf["client.id"] = client_id
-    admin_conf["logger"] = librdkafka_logger(client_id)
-    return AdminClient(admin_conf)
-
-
-def list_topic_partitions(admin: AdminClient, topic: Optional[str] = None,
-                          timeout_s: float = METADATA_TIMEOUT_S) -> Dict[str, int]:
-    """Topic name to partition count (topics with a metadata error are left out)."""
-    metadata = admin.list_topics(topic=topic, timeout=timeout_s)
-    return {
-        name: len(meta.partitions)
-        for name, meta in metadata.topics.items()
-        if meta.error is None and meta.partitions
-    }
 
 
 class TargetTopics:

@@ -16,9 +16,9 @@ import shlex
 from dataclasses import dataclass, field
 from typing import Callable, Dict, List, Optional, Tuple
 
-from .errors import ConfigError
+from ..errors import ConfigError
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("mirror_maker.translate")
 
 SECRET_MARKERS = ("password", "secret", "jaas", "token", "key.pem", "certificate.pem")
 

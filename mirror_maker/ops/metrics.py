@@ -17,7 +17,7 @@ from typing import Callable, Dict, Iterable, Optional
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 
-from .records import TopicPartition
+from ..records import TopicPartition
 
 WINDOW_S = 30.0
 COMMIT_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
@@ -81,6 +81,8 @@ class MirrorMetrics:
         self._lock = threading.Lock()
         self.partitions: Dict[TopicPartition, PartitionStats] = {}
         self.dropped = 0
+        #: Records the message handler returned no record for (their offsets are committed).
+        self.filtered_records = 0
         self.commits = 0
         self.commit_seconds_sum = 0.0
         self.commit_buckets = [0] * len(COMMIT_BUCKETS)
@@ -121,6 +123,10 @@ class MirrorMetrics:
         with self._lock:
             self.dropped += 1
 
+    def filtered(self, records: int) -> None:
+        with self._lock:
+            self.filtered_records += records
+
     def committed(self, seconds: float) -> None:
         with self._lock:
             self.commits += 1
@@ -153,6 +159,7 @@ class MirrorMetrics:
                 "acked": self.acknowledged(),
                 "lag": sum(p.lag for p in parts if p.lag is not None),
                 "dropped": self.dropped,
+                "filtered": self.filtered_records,
             }
 
     def collect(self):
@@ -161,6 +168,7 @@ class MirrorMetrics:
         with self._lock:
             items = sorted(self.partitions.items())
             dropped, commits, commit_sum = self.dropped, self.commits, self.commit_seconds_sum
+            filtered = self.filtered_records
             buckets, rebalances = list(self.commit_buckets), dict(self.rebalances)
         labels = ["topic", "partition"]
         families = {
@@ -194,6 +202,8 @@ class MirrorMetrics:
                                   value=self.acknowledged())
         yield CounterMetricFamily("mirrormaker_dropped_messages", "Records that could not be sent "
                                   "(Kafka's MirrorMaker-numDroppedMessages)", value=dropped)
+        yield CounterMetricFamily("mirrormaker_filtered_records", "Records the message handler "
+                                  "returned no record for", value=filtered)
         # ``committed`` counts a cycle in every bucket it fits, so the buckets are cumulative.
         cumulative = [(str(bound), count) for bound, count in zip(COMMIT_BUCKETS, buckets)]
         cumulative.append(("+Inf", commits))

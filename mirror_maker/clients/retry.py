@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import time
 
 from confluent_kafka import KafkaError, KafkaException
 from tenacity import (
@@ -14,7 +15,7 @@ from tenacity import (
     wait_exponential,
 )
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("mirror_maker.retry")
 
 RETRIABLE_CODES = frozenset({
     KafkaError.REQUEST_TIMED_OUT,
@@ -47,6 +48,14 @@ def error_code(exc: BaseException):
 
 def is_retriable(exc: BaseException) -> bool:
     return error_code(exc) in RETRIABLE_CODES
+
+
+def stop_at(deadline: float):
+    """A tenacity stop condition: no new attempt once ``time.monotonic()`` reached ``deadline``
+    (a stop's --shutdown.timeout.ms bounds retries too)."""
+    def stop(retry_state) -> bool:
+        return time.monotonic() >= deadline
+    return stop
 
 
 def commit_retrying(max_attempts: int = 5, max_delay_s: float = 30.0) -> Retrying:

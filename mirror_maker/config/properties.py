@@ -11,7 +11,7 @@ from typing import Dict
 
 from jproperties import ParseError, Properties
 
-from .errors import ConfigError
+from ..errors import ConfigError
 
 
 def load_properties(path: str, option: str) -> Dict[str, str]:

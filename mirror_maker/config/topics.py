@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from typing import Iterable, List, Pattern
 
-from .errors import ConfigError
+from ..errors import ConfigError
 
 #: Topics the broker flags internal; skipped unless ``exclude.internal.topics=false``.
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__share_group_state"})

@@ -34,7 +34,7 @@ def snapshot(metrics: MirrorMetrics, threads: List) -> dict:
     return totals
 
 
-SUMMED = ("records", "bytes", "acked", "lag", "dropped", "assigned", "queued")
+SUMMED = ("records", "bytes", "acked", "lag", "dropped", "filtered", "assigned", "queued")
 
 
 def combine(snapshots: List[dict]) -> dict:

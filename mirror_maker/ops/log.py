@@ -25,7 +25,7 @@ def resolve_level(option: Optional[str]) -> int:
     if name == "WARN":
         name = "WARNING"
     if name not in LEVELS:
-        from .errors import ConfigError
+        from ..errors import ConfigError
 
         raise ConfigError(f"log level '{name}' is not one of DEBUG, INFO, WARN, ERROR")
     return getattr(logging, name)

@@ -1,29 +1,26 @@
-"""The mirror's one frozen configuration, built from the command line and the two properties files.
+"""Each Java properties file turned into librdkafka settings, with MirrorMaker's defaults.
 
-Builders here are pure apart from logging: they translate the Java settings (``translate``),
-force what MirrorMaker forces, default what it defaults for no data loss, and log every user
-override that weakens a guarantee once, as a WARN naming the risk.
+Pure apart from logging: translate the Java settings (``translate``), resolve key and trust
+stores (``stores``), default what MirrorMaker defaults for no data loss, log every user override
+that weakens a guarantee once, as a WARN naming the risk, and let librdkafka itself check every
+value before anything connects.
 """
 
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
-from typing import Dict, Optional, Pattern
+from typing import Dict
 
 import confluent_kafka
 
 from . import stores
-from .errors import ConfigError
-from .properties import load_properties
-from .topics import compile_include
+from ..errors import ConfigError
 from .translate import Translation, shown, translate
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("mirror_maker.config")
 
 #: librdkafka's largest message.timeout.ms, the counterpart of Java's Integer.MAX_VALUE.
 MAX_DELIVERY_TIMEOUT_MS = 2147483647
-DEFAULT_BATCH_SIZE = 500  # Java's max.poll.records default
 
 CONSUMER_DEFAULTS = {"enable.auto.commit": "false"}
 PRODUCER_DEFAULTS = {
@@ -39,45 +36,7 @@ PRODUCER_DEFAULTS = {
 }
 
 
-@dataclass(frozen=True)
-class MirrorMakerConfig:
-    """Everything a run needs, validated; runtime objects read nothing else."""
-
-    consumer: Dict[str, str]
-    producer: Dict[str, str]
-    include: Pattern[str]
-    num_streams: int = 1
-    offset_commit_interval_ms: int = 60000
-    abort_on_send_failure: bool = True
-    message_handler: Optional[str] = None
-    message_handler_args: Optional[str] = None
-    rebalance_listener: Optional[str] = None
-    rebalance_listener_args: Optional[str] = None
-    batch_size: int = DEFAULT_BATCH_SIZE
-    exclude_internal_topics: bool = True
-    topic_refresh_ms: int = 300000
-    sync_send: bool = False
-    max_block_ms: Optional[int] = None
-    shutdown_timeout_s: float = 30.0
-    metrics_port: Optional[int] = None
-    metrics_bind: str = "0.0.0.0"
-    status_interval_ms: int = 30000
-    exit_when_caught_up: bool = False
-
-    @property
-    def group_id(self) -> str:
-        return self.consumer["group.id"]
-
-    def consumer_conf(self, index: int) -> Dict[str, str]:
-        """The librdkafka settings of thread ``index``'s consumer (client.id forced as Kafka does)."""
-        conf = dict(self.consumer)
-        conf["client.id"] = f"{self.group_id}-{index}"
-        if "group.instance.id" in conf:
-            conf["group.instance.id"] = f"{conf['group.instance.id']}-{index}"
-        return conf
-
-
-def _int(value: str, key: str, minimum: int = 0) -> int:
+def parse_int(value: str, key: str, minimum: int = 0) -> int:
     try:
         number = int(str(value).strip())
     except ValueError:
@@ -119,7 +78,7 @@ def _warn_weakened_producer(conf: Dict[str, str], user: Dict[str, str]) -> None:
     if in_flight != "1":
         log.warning("producer max.in.flight.requests.per.connection=%s overrides 1: "
                     "message reordering is possible", in_flight)
-    timeout = _int(conf.get("message.timeout.ms", MAX_DELIVERY_TIMEOUT_MS), "delivery.timeout.ms")
+    timeout = parse_int(conf.get("message.timeout.ms", MAX_DELIVERY_TIMEOUT_MS), "delivery.timeout.ms")
     if timeout != MAX_DELIVERY_TIMEOUT_MS:
         log.warning("producer delivery.timeout.ms=%d: a record not delivered in time is a send "
                     "failure (abort, or dropped with --abort.on.send.failure false)", timeout)
@@ -225,51 +184,3 @@ def build_producer_conf(props: Dict[str, str], source: str):
     conf, translation = _build_client_conf(props, source, "producer")
     _warn_weakened_producer(conf, translation.conf)
     return check_librdkafka(conf, source, "producer"), translation.engine
-
-
-def build_config(
-    consumer_config: str,
-    producer_config: str,
-    include: str,
-    num_streams: int = 1,
-    offset_commit_interval_ms: int = 60000,
-    abort_on_send_failure: bool = True,
-    message_handler: Optional[str] = None,
-    message_handler_args: Optional[str] = None,
-    rebalance_listener: Optional[str] = None,
-    rebalance_listener_args: Optional[str] = None,
-) -> MirrorMakerConfig:
-    """Read, translate and validate everything; nothing here connects to a cluster."""
-    if num_streams < 1:
-        raise ConfigError(f"--num.streams: {num_streams} is not a positive number of threads")
-    if offset_commit_interval_ms < 0:
-        raise ConfigError(f"--offset.commit.interval.ms: {offset_commit_interval_ms} is negative")
-    consumer_source = f"--consumer.config {consumer_config}"
-    producer_source = f"--producer.config {producer_config}"
-    consumer_props = load_properties(consumer_config, "--consumer.config")
-    producer_props = load_properties(producer_config, "--producer.config")
-    pattern = compile_include(include)
-    consumer, consumer_engine = build_consumer_conf(consumer_props, consumer_source)
-    producer, producer_engine = build_producer_conf(producer_props, producer_source)
-
-    producer_type = producer_engine.get("producer.type", "async").strip().lower()
-    if producer_type not in ("sync", "async"):
-        raise ConfigError(f"{producer_source}: producer.type must be sync or async, not '{producer_type}'")
-    max_block = producer_engine.get("max.block.ms")
-    return MirrorMakerConfig(
-        consumer=consumer,
-        producer=producer,
-        include=pattern,
-        num_streams=num_streams,
-        offset_commit_interval_ms=offset_commit_interval_ms,
-        abort_on_send_failure=abort_on_send_failure,
-        message_handler=message_handler,
-        message_handler_args=message_handler_args,
-        rebalance_listener=rebalance_listener,
-        rebalance_listener_args=rebalance_listener_args,
-        batch_size=_int(consumer_engine.get("max.poll.records", DEFAULT_BATCH_SIZE), "max.poll.records", 1),
-        exclude_internal_topics=consumer_engine.get("exclude.internal.topics", "true").strip().lower() != "false",
-        topic_refresh_ms=_int(consumer.get("metadata.max.age.ms", 300000), "metadata.max.age.ms", 1),
-        sync_send=producer_type == "sync",
-        max_block_ms=_int(max_block, "max.block.ms") if max_block is not None else None,
-    )

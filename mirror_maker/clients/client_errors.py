@@ -14,7 +14,7 @@ import time
 
 from confluent_kafka import KafkaError
 
-from .errors import ClientFailed
+from ..errors import ClientFailed
 
 log = logging.getLogger("mirror_maker.clients")
 

@@ -15,23 +15,27 @@ import confluent_kafka
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
-from .checkpoint import Checkpoint, OffsetCommitter
-from .config import MirrorMakerConfig
-from .errors import ClientFailed, HandlerFailed, ListenerFailed, MirrorFailure
-from .handlers import DefaultMessageHandler, PartitionPreservingHandler
-from .log import librdkafka_logger
-from .metrics import MirrorMetrics
-from .producer import MirrorProducer
-from .records import ConsumerRecord, TopicPartition
+from ..offsets.checkpoint import Checkpoint
+from ..offsets.committer import OffsetCommitter
+from ..config.mirror_config import MirrorMakerConfig
+from ..errors import ClientFailed, HandlerFailed, ListenerFailed, MirrorFailure
+from ..handlers import DefaultMessageHandler, PartitionPreservingHandler
+from ..ops.log import librdkafka_logger
+from ..ops.metrics import MirrorMetrics
+from ..clients.producer import MirrorProducer, SendInterrupted
+from ..records import ConsumerRecord, TopicPartition
 from .state import RunState
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("mirror_maker.worker")
 
 #: How long one consume() may wait: short, so a stop is noticed at once (librdkafka's Python
 #: consumer has no wakeup()), and well under Kafka's 1 s so commit intervals stay accurate.
 POLL_TIMEOUT_S = 0.2
 LAG_UPDATE_S = 0.2
 COMMITTED_TIMEOUT_S = 10.0
+#: A revoke's flush may take this share of max.poll.interval.ms: the whole group waits for this
+#: member's rebalance callback, and a member that takes longer than that is thrown out of it.
+REVOKE_SHARE_OF_POLL_INTERVAL = 0.5
 _NO_TIMESTAMP = confluent_kafka.TIMESTAMP_NOT_AVAILABLE
 
 
@@ -71,7 +75,7 @@ class MirrorThread(threading.Thread):
         self.rebalanced = False
         #: ``time.monotonic()`` of the last loop iteration: /ready checks the loop is not stuck.
         self.last_progress = time.monotonic()
-        self._cooperative = "cooperative" in config.consumer.get("partition.assignment.strategy", "")
+        self._incremental = config.incremental_rebalance
         fast = type(handler) in (DefaultMessageHandler, PartitionPreservingHandler)
         self._fast_keep_partition = handler.keep_partition if fast else None
 
@@ -90,7 +94,7 @@ class MirrorThread(threading.Thread):
             self._consumer = confluent_kafka.Consumer(conf)
             self._checkpoint = Checkpoint(self._producer, OffsetCommitter(self._consumer),
                                           self._state, self._config.offset_commit_interval_ms,
-                                          metrics=self._metrics)
+                                          metrics=self._metrics, owned=self.assigned.__contains__)
             self._loop()
         except MirrorFailure as exc:
             self._state.fail(exc)
@@ -163,61 +167,75 @@ class MirrorThread(threading.Thread):
         """Hand one consumed batch to the producer; the hot path of the whole mirror.
 
         Records come in runs of one partition, so per-partition bookkeeping (the pending
-        offset, counts, bytes, ages) is done once per run, not once per record.
+        offset, counts, bytes, ages) is done once per run, not once per record. A run holds only
+        records already handed to the producer: a stop that interrupts a send ends the batch
+        there, and what was not queued is not committed.
         """
         send = self._producer.send
         keep_partition = self._fast_keep_partition
         state = self._state
         runs = []  # [topic, partition, last offset, records, bytes, age min, age max, age sum, aged]
         run = None
+        filtered = 0
         now_ms = time.time() * 1000.0
-        for msg in messages:
-            if msg.error() is not None:
-                if msg.error().code() != KafkaError._PARTITION_EOF:
-                    self._consume_error(msg.error())
-                continue
-            topic, partition, offset = msg.topic(), msg.partition(), msg.offset()
-            ts_type, timestamp = msg.timestamp()
-            if ts_type == _NO_TIMESTAMP or timestamp < 0:
-                timestamp = None
-            value = msg.value()
-            if keep_partition is not None:
-                send(topic, value, msg.key(), partition if keep_partition else None,
-                     timestamp, msg.headers(), topic, partition, offset)
-            else:
-                self._handle(msg, topic, partition, offset, timestamp)
-            if state.failure is not None:
-                break
-            if run is None or run[1] != partition or run[0] != topic:
-                run = [topic, partition, offset, 0, 0, float("inf"), float("-inf"), 0.0, 0]
-                runs.append(run)
-            run[2] = offset
-            run[3] += 1
-            if value is not None:
-                run[4] += len(value)
-            if timestamp is not None:
-                age = now_ms - timestamp
-                if age < run[5]:
-                    run[5] = age
-                if age > run[6]:
-                    run[6] = age
-                run[7] += age
-                run[8] += 1
-        pending = self._checkpoint.pending
+        try:
+            for msg in messages:
+                if msg.error() is not None:
+                    if msg.error().code() != KafkaError._PARTITION_EOF:
+                        self._consume_error(msg.error())
+                    continue
+                topic, partition, offset = msg.topic(), msg.partition(), msg.offset()
+                ts_type, timestamp = msg.timestamp()
+                if ts_type == _NO_TIMESTAMP or timestamp < 0:
+                    timestamp = None
+                value = msg.value()
+                if keep_partition is not None:
+                    send(topic, value, msg.key(), partition if keep_partition else None,
+                         timestamp, msg.headers(), topic, partition, offset)
+                elif not self._handle(msg, topic, partition, offset, timestamp):
+                    filtered += 1
+                if state.failure is not None:
+                    break
+                if run is None or run[1] != partition or run[0] != topic:
+                    run = [topic, partition, offset, 0, 0, float("inf"), float("-inf"), 0.0, 0]
+                    runs.append(run)
+                run[2] = offset
+                run[3] += 1
+                if value is not None:
+                    run[4] += len(value)
+                if timestamp is not None:
+                    age = now_ms - timestamp
+                    if age < run[5]:
+                        run[5] = age
+                    if age > run[6]:
+                        run[6] = age
+                    run[7] += age
+                    run[8] += 1
+        except SendInterrupted as interrupted:
+            self._log.info("Stopping while the producer's queue is full: records from %s on are "
+                           "not committed and are mirrored again on restart", interrupted)
+        pending, assigned = self._checkpoint.pending, self.assigned
         for topic, partition, last, *stats in runs:
             tp = TopicPartition(topic, partition)
-            pending[tp] = last + 1
+            if tp in assigned:  # a record of a partition revoked meanwhile must not move its offset
+                pending[tp] = last + 1
             self._metrics.consumed(tp, *stats)
+        if filtered:
+            self._metrics.filtered(filtered)
 
-    def _handle(self, msg, topic: str, partition: int, offset: int, timestamp) -> None:
+    def _handle(self, msg, topic: str, partition: int, offset: int, timestamp) -> bool:
+        """The user's handler on one record; False when it returned no record (filtered)."""
         record = ConsumerRecord(topic, partition, offset, timestamp, msg.key(), msg.value(),
                                 msg.headers() or [])
         try:
             outputs = self._handler.handle(record) or ()
+            sent = False
             for out in outputs:
                 self._producer.send(out.topic, out.value, out.key, out.partition, out.timestamp,
                                     out.headers, topic, partition, offset)
-        except MirrorFailure:
+                sent = True
+            return sent
+        except (MirrorFailure, SendInterrupted):
             raise
         except Exception as exc:
             self._log.debug("handler failure", exc_info=True)
@@ -280,11 +298,19 @@ class MirrorThread(threading.Thread):
         self._log.info("Revoked %s", _describe(tps))
         if self._state.failed:
             self._log.info("Exiting on send failure, skip committing offsets.")
-        else:
-            self._checkpoint.commit(tps, deadline=self._state.deadline)
+        elif not self._checkpoint.commit(tps, deadline=self._revoke_deadline()):
+            self._log.warning("The revoked partitions' records were not all acknowledged in time; "
+                              "their offsets are not committed, so their next owner mirrors them again")
         self._forget(tps)
         self._metrics.rebalanced("revoked")
         self._call_listener("on_partitions_revoked", tps)
+
+    def _revoke_deadline(self) -> float:
+        """The flush on revoke holds up the whole group's rebalance: bound it by a share of
+        max.poll.interval.ms (and by the stop's deadline when stopping)."""
+        bound = time.monotonic() + self._config.max_poll_interval_s * REVOKE_SHARE_OF_POLL_INTERVAL
+        stop = self._state.deadline
+        return bound if stop is None else min(bound, stop)
 
     def _on_lost(self, consumer, partitions) -> None:
         tps = [TopicPartition(p.topic, p.partition) for p in partitions]
@@ -341,7 +367,7 @@ class MirrorThread(threading.Thread):
         for tp in positions:
             if tp.offset >= 0:
                 self._start_offsets[TopicPartition(tp.topic, tp.partition)] = tp.offset
-        if self._cooperative:
+        if self._incremental:
             consumer.incremental_assign(positions)
         else:
             consumer.assign(positions)

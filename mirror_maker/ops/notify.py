@@ -10,7 +10,7 @@ import logging
 import os
 import socket
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("mirror_maker.notify")
 
 
 def notify(message: str) -> bool:

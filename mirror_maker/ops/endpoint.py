@@ -15,7 +15,7 @@ from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 from prometheus_client import CollectorRegistry, make_wsgi_app
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("mirror_maker.endpoint")
 
 
 class _ThreadingServer(ThreadingMixIn, WSGIServer):

@@ -1,8 +1,9 @@
 """The producer all mirror threads share, with MirrorMaker's send-failure semantics.
 
-A full local queue is back-pressure: serve delivery callbacks and try again, never drop.
-A record the target refuses (reported in the delivery callback) or the producer rejects
-locally (e.g. larger than ``message.max.bytes``) is a send failure: with
+A full local queue is back-pressure: serve delivery callbacks and try again, never drop; a stop
+interrupts the wait (:class:`SendInterrupted`), and the record that was not queued is not
+committed. A record the target refuses (reported in the delivery callback) or the producer
+rejects locally (e.g. larger than ``message.max.bytes``) is a send failure: with
 ``abort.on.send.failure=true`` it stops the whole mirror before anything more is committed;
 with ``false`` it is counted in ``dropped`` and logged, and mirroring goes on.
 """
@@ -17,22 +18,25 @@ from typing import List, Optional, Tuple
 import confluent_kafka
 from confluent_kafka import KafkaError, KafkaException
 
-from .errors import SendFailed
-from .log import librdkafka_logger
-from .metrics import MirrorMetrics
-from .records import TopicPartition
-from .state import RunState
+from ..errors import SendFailed
+from ..ops.log import librdkafka_logger
+from ..ops.metrics import MirrorMetrics
+from ..records import TopicPartition
+from ..engine.state import RunState
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("mirror_maker.producer")
 
-#: Errors that only say "this record was purged because we are aborting"; never a new failure.
-_PURGED = frozenset({KafkaError._PURGE_QUEUE, KafkaError._PURGE_INFLIGHT})
 FLUSH_STEP_S = 1.0
 DELIVERY_POLL_S = 0.1
 #: Replication latency is measured on every Nth acknowledged record (cheap, and enough for min/max/avg).
 LATENCY_SAMPLE_EVERY = 16
 _UNASSIGNED = -1  # librdkafka's RD_KAFKA_PARTITION_UA: let the partitioner choose
 WAIT_LOG_EVERY_S = 10.0
+
+
+class SendInterrupted(Exception):
+    """A stop arrived while a send waited for room in the full local queue: the record was not
+    queued, so neither it nor anything after it in the batch may be committed."""
 
 
 def _where(topic: str, partition: int, offset: int) -> str:
@@ -117,6 +121,8 @@ class MirrorProducer:
         while True:
             if self._state.failed:
                 return
+            if self._state.stopping:
+                raise SendInterrupted(where)
             if self._max_block_s is not None and time.monotonic() - started > self._max_block_s:
                 self._send_failed(where, topic, key, value, "the local queue stayed full for max.block.ms")
                 return
@@ -147,7 +153,10 @@ class MirrorProducer:
                 self._metrics.replication_latency(TopicPartition(msg.topic(), msg.partition()),
                                                   msg.timestamp()[1])
             return
-        if err.code() in _PURGED and self._state.failed:
+        if self._state.failed:
+            # Nothing past the last commit is committed once the run failed: this record is read
+            # again on restart, so it is not a drop (purged ones, and any the target refused late).
+            log.debug("after the failure: %s for a record to %s", err.str(), msg.topic())
             return
         # The source offset of an asynchronous failure is not kept per record (that would cost an
         # allocation per record); nothing past the last commit is committed, so it is re-read.

@@ -13,25 +13,26 @@ import threading
 import time
 from typing import Callable, Iterable, List, Optional, Sequence, Tuple
 
-from . import exit_codes
-from .admin import TargetTopics, admin_client
-from .client_errors import ClientErrors
-from .config import MirrorMakerConfig
-from .endpoint import OpsServer
-from .errors import MirrorFailure
-from .handlers import DefaultMessageHandler
-from .metrics import MirrorMetrics
-from .notify import notify
-from .plugins import load_handler, load_listener
-from .producer import MirrorProducer
+from ..cli import exit_codes
+from ..clients.admin import admin_client
+from ..clients.target_topics import TargetTopics
+from ..clients.client_errors import ClientErrors
+from ..config.mirror_config import MirrorMakerConfig
+from ..ops.endpoint import OpsServer
+from ..errors import MirrorFailure
+from ..handlers import DefaultMessageHandler
+from ..ops.metrics import MirrorMetrics
+from ..ops.notify import notify
+from ..plugins import load_handler, load_listener
+from ..clients.producer import MirrorProducer
 from .state import RunState
-from .status import StatusReporter, snapshot
+from ..ops.status import StatusReporter, snapshot
 from .subscription import TopicSubscription
 from .worker import MirrorThread
 
 log = logging.getLogger("mirror_maker.MirrorMaker")
 
-SIGNAL_EXIT = {signal.SIGTERM: exit_codes.SIGTERM, signal.SIGINT: exit_codes.SIGINT}
+SIGNALS = (signal.SIGTERM, signal.SIGINT)
 JOIN_GRACE_S = 5.0
 #: A thread whose loop has not come round for this long makes /ready answer 503.
 STALL_S = 30.0
@@ -181,17 +182,13 @@ class MirrorMaker:
         return self._status.summary()
 
     def exit_status(self) -> int:
-        if self.state.failure is not None:
-            return exit_codes.FATAL
-        if self.state.stop_signal is not None:
-            return SIGNAL_EXIT.get(self.state.stop_signal, exit_codes.FATAL)
-        if self.caught_up and self.undelivered:
-            return exit_codes.FATAL  # a bounded run must not report success with records missing
-        return exit_codes.OK
+        # A bounded run must not report success with records the target never acknowledged.
+        return exit_codes.for_run(self.state.failed, self.state.stop_signal,
+                                  incomplete=self.caught_up and self.undelivered > 0)
 
     # -- signals -----------------------------------------------------------------------
 
-    def install_signal_handlers(self, signals: Iterable[int] = tuple(SIGNAL_EXIT)) -> None:
+    def install_signal_handlers(self, signals: Iterable[int] = SIGNALS) -> None:
         if threading.current_thread() is not threading.main_thread():
             return
         for signum in signals:
@@ -207,7 +204,7 @@ class MirrorMaker:
         # a Spark driver's stop, then pyspark's SIGHUP) still flushes and commits.
         if self.state.stop_signal is not None:
             log.warning("Second signal: exiting without waiting for the clean shutdown")
-            os._exit(SIGNAL_EXIT.get(signum, exit_codes.FATAL))
+            os._exit(exit_codes.for_signal(signum))
         log.info("Received %s, shutting down", signal.Signals(signum).name)
         self.state.request_stop(signum)
 
@@ -225,7 +222,7 @@ def run(config: MirrorMakerConfig, handler=None, listener=None) -> int:
     return mirror.exit_status()
 
 
-def run_mirror(mirror: MirrorMaker, signals: Iterable[int] = tuple(SIGNAL_EXIT),
+def run_mirror(mirror: MirrorMaker, signals: Iterable[int] = SIGNALS,
                on_tick: Optional[Callable[[], None]] = None) -> None:
     """Start, run until stopped, and always shut down (flush, commit, close) and restore signals."""
     mirror.install_signal_handlers(signals)

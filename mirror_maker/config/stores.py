@@ -18,7 +18,7 @@ from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.serialization import pkcs12
 
-from .errors import ConfigError
+from ..errors import ConfigError
 
 _private_dir: Optional[str] = None
 

@@ -15,9 +15,11 @@ from typing import List, Optional
 
 import click
 
-from . import __version__, exit_codes, options
-from .errors import ConfigError, MirrorMakerError
-from .log import configure_logging, resolve_level
+from .. import __version__
+from . import exit_codes
+from . import options
+from ..errors import ConfigError, MirrorMakerError
+from ..ops.log import configure_logging, resolve_level
 
 log = logging.getLogger("mirror_maker.MirrorMaker")
 
@@ -115,13 +117,13 @@ def command(**params) -> int:
 
     from dataclasses import replace
 
-    from .config import build_config
-    from .runner import load_plugins, run
+    from ..config.mirror_config import build_config
+    from ..engine.runner import load_plugins, run
 
     config = replace(build_config(include=include, **params), **extensions)
     handler, listener = load_plugins(config)  # a bad plugin fails here, before Spark starts
     if spark is not None:
-        from .spark.driver import run_on_spark
+        from ..spark.driver import run_on_spark
 
         return run_on_spark(config, spark)
     return run(config, handler, listener)
@@ -137,7 +139,7 @@ def _spark_options(params: dict):
             if given[name]:
                 raise ConfigError(f"--spark.{name.replace('_', '.')} is only used with --spark")
         return None
-    from .spark.settings import SparkOptions
+    from ..spark.settings import SparkOptions
 
     py_files = tuple(p.strip() for p in (given["py_files"] or "").split(",") if p.strip())
     return SparkOptions(given["master"], given["conf"], py_files, given["max_restarts"])

@@ -15,10 +15,10 @@ from typing import List, Pattern, Tuple
 
 from confluent_kafka import KafkaException
 
-from .admin import list_topic_partitions
-from .topics import select_topics
+from ..clients.admin import list_topic_partitions
+from ..config.topics import select_topics
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("mirror_maker.subscription")
 
 UNREACHABLE_LOG_EVERY_S = 10.0
 

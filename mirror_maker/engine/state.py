@@ -12,9 +12,9 @@ import threading
 import time
 from typing import Optional
 
-from .errors import MirrorFailure
+from ..errors import MirrorFailure
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("mirror_maker.state")
 
 
 class RunState:

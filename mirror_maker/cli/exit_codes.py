@@ -1,0 +1,34 @@
+"""Process exit statuses, as Kafka 3.9's ``kafka-mirror-maker.sh`` (a JVM) returns them, and the
+one mapping from how a run ended to its status (the command line maps errors with it too)."""
+
+from __future__ import annotations
+
+import signal
+from typing import Optional
+
+OK = 0
+#: Usage and configuration errors, found before connecting (Kafka exits 1 for all of them).
+USAGE = 1
+#: A mirror thread died or a send failed with ``--abort.on.send.failure true`` (Kafka's ``exit(-1)``).
+FATAL = 255
+#: A clean stop on SIGINT, as the JVM reports it (128 + 2).
+SIGINT = 130
+#: A clean stop on SIGTERM, as the JVM reports it (128 + 15).
+SIGTERM = 143
+
+_SIGNALS = {signal.SIGTERM: SIGTERM, signal.SIGINT: SIGINT}
+
+
+def for_signal(signum: int) -> int:
+    """The JVM's status for a stop on ``signum`` (FATAL for a signal Kafka's tool does not stop on)."""
+    return _SIGNALS.get(signum, FATAL)
+
+
+def for_run(failed: bool, stop_signal: Optional[int], incomplete: bool = False) -> int:
+    """How a run ended, as a status: a failure first, then the signal that stopped it, then a
+    bounded run that stopped with records the target never acknowledged."""
+    if failed:
+        return FATAL
+    if stop_signal is not None:
+        return for_signal(stop_signal)
+    return FATAL if incomplete else OK

@@ -1,0 +1,7 @@
+"""From the user's files and options to one frozen ``MirrorMakerConfig``, before anything connects.
+
+``properties`` reads Java properties files, ``translate`` maps Java client settings to librdkafka's,
+``stores`` turns JKS/PKCS12 stores into PEM files, ``client_conf`` applies MirrorMaker's defaults and
+lets librdkafka check every value, ``topics`` compiles the include string as Kafka does, and
+``mirror_config`` puts it all together. Imports only ``errors`` from the rest of the package.
+"""

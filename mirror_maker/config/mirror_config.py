@@ -1,0 +1,119 @@
+"""The mirror's one frozen configuration, built from the command line and the two properties files.
+
+Nothing here connects to a cluster: the files are read (``properties``), each turned into client
+settings (``client_conf``), the include string compiled (``topics``), and the options checked.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Dict, Optional, Pattern
+
+from ..errors import ConfigError
+from .client_conf import build_consumer_conf, build_producer_conf, parse_int
+from .properties import load_properties
+from .topics import compile_include
+
+DEFAULT_BATCH_SIZE = 500  # Java's max.poll.records default
+
+
+@dataclass(frozen=True)
+class MirrorMakerConfig:
+    """Everything a run needs, validated; runtime objects read nothing else."""
+
+    consumer: Dict[str, str]
+    producer: Dict[str, str]
+    include: Pattern[str]
+    num_streams: int = 1
+    offset_commit_interval_ms: int = 60000
+    abort_on_send_failure: bool = True
+    message_handler: Optional[str] = None
+    message_handler_args: Optional[str] = None
+    rebalance_listener: Optional[str] = None
+    rebalance_listener_args: Optional[str] = None
+    batch_size: int = DEFAULT_BATCH_SIZE
+    exclude_internal_topics: bool = True
+    topic_refresh_ms: int = 300000
+    sync_send: bool = False
+    max_block_ms: Optional[int] = None
+    shutdown_timeout_s: float = 30.0
+    metrics_port: Optional[int] = None
+    metrics_bind: str = "0.0.0.0"
+    status_interval_ms: int = 30000
+    exit_when_caught_up: bool = False
+
+    @property
+    def group_id(self) -> str:
+        return self.consumer["group.id"]
+
+    @property
+    def incremental_rebalance(self) -> bool:
+        """Whether a rebalance hands out and takes back only the partitions that move (so the
+        consumer must use incremental_assign): the cooperative-sticky assignor, or Kafka 4's
+        consumer group protocol (``group.protocol=consumer``, KIP-848), where the broker assigns."""
+        if self.consumer.get("group.protocol", "classic").strip().lower() == "consumer":
+            return True
+        strategies = self.consumer.get("partition.assignment.strategy", "range,roundrobin")
+        return [s.strip() for s in strategies.split(",") if s.strip()] == ["cooperative-sticky"]
+
+    @property
+    def max_poll_interval_s(self) -> float:
+        """How long a consumer may go without polling before it leaves the group (librdkafka's
+        and Java's default: 5 minutes); a rebalance callback must finish well within it."""
+        return int(self.consumer.get("max.poll.interval.ms", 300000)) / 1000.0
+
+    def consumer_conf(self, index: int) -> Dict[str, str]:
+        """The librdkafka settings of thread ``index``'s consumer (client.id forced as Kafka does)."""
+        conf = dict(self.consumer)
+        conf["client.id"] = f"{self.group_id}-{index}"
+        if "group.instance.id" in conf:
+            conf["group.instance.id"] = f"{conf['group.instance.id']}-{index}"
+        return conf
+
+
+def build_config(
+    consumer_config: str,
+    producer_config: str,
+    include: str,
+    num_streams: int = 1,
+    offset_commit_interval_ms: int = 60000,
+    abort_on_send_failure: bool = True,
+    message_handler: Optional[str] = None,
+    message_handler_args: Optional[str] = None,
+    rebalance_listener: Optional[str] = None,
+    rebalance_listener_args: Optional[str] = None,
+) -> MirrorMakerConfig:
+    """Read, translate and validate everything; nothing here connects to a cluster."""
+    if num_streams < 1:
+        raise ConfigError(f"--num.streams: {num_streams} is not a positive number of threads")
+    if offset_commit_interval_ms < 0:
+        raise ConfigError(f"--offset.commit.interval.ms: {offset_commit_interval_ms} is negative")
+    consumer_source = f"--consumer.config {consumer_config}"
+    producer_source = f"--producer.config {producer_config}"
+    consumer_props = load_properties(consumer_config, "--consumer.config")
+    producer_props = load_properties(producer_config, "--producer.config")
+    pattern = compile_include(include)
+    consumer, consumer_engine = build_consumer_conf(consumer_props, consumer_source)
+    producer, producer_engine = build_producer_conf(producer_props, producer_source)
+
+    producer_type = producer_engine.get("producer.type", "async").strip().lower()
+    if producer_type not in ("sync", "async"):
+        raise ConfigError(f"{producer_source}: producer.type must be sync or async, not '{producer_type}'")
+    max_block = producer_engine.get("max.block.ms")
+    return MirrorMakerConfig(
+        consumer=consumer,
+        producer=producer,
+        include=pattern,
+        num_streams=num_streams,
+        offset_commit_interval_ms=offset_commit_interval_ms,
+        abort_on_send_failure=abort_on_send_failure,
+        message_handler=message_handler,
+        message_handler_args=message_handler_args,
+        rebalance_listener=rebalance_listener,
+        rebalance_listener_args=rebalance_listener_args,
+        batch_size=parse_int(consumer_engine.get("max.poll.records", DEFAULT_BATCH_SIZE), "max.poll.records", 1),
+        exclude_internal_topics=consumer_engine.get("exclude.internal.topics", "true").strip().lower() != "false",
+        topic_refresh_ms=parse_int(consumer.get("metadata.max.age.ms", 300000), "metadata.max.age.ms", 1),
+        sync_send=producer_type == "sync",
+        max_block_ms=parse_int(max_block, "max.block.ms") if max_block is not None else None,
+    )

@@ -1,0 +1,91 @@
+"""Kafka's own mirror tools, run from Maven jars as their scripts run them: the peers of the
+parity tests and of the benchmark.
+
+* MirrorMaker v1 (``kafka.tools.MirrorMaker``, Kafka 3.9.x, the last line that has it), with
+  ``kafka-run-class.sh``'s JVM flags and ``config/tools-log4j.properties`` (WARN on stderr).
+* MirrorMaker 2 in dedicated mode (``org.apache.kafka.connect.mirror.MirrorMaker``), from
+  connect-mirror 4.x, with a properties file written here.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Dict, List, Optional
+
+from .apache_kafka import KAFKA_3_9, MIRROR_MAKER_2, pom_name
+from .maven_jars import classpath, java
+
+#: What kafka-run-class.sh gives every tool (KAFKA_HEAP_OPTS, KAFKA_JVM_PERFORMANCE_OPTS).
+RUN_CLASS_FLAGS = ["-Xmx256M", "-server", "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20",
+                   "-XX:InitiatingHeapOccupancyPercent=35", "-XX:+ExplicitGCInvokesConcurrent",
+                   "-XX:MaxInlineLevel=15", "-Djava.awt.headless=true"]
+
+
+def _write(path: Path, lines: List[str]) -> Path:
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def mirror_maker_v1(args: List[str], work: Path, log_level: str = "WARN") -> List[str]:
+    """The command ``kafka-mirror-maker.sh <args>`` runs, with the 3.9 jars."""
+    work.mkdir(parents=True, exist_ok=True)
+    log4j = _write(work / "tools-log4j.properties", [
+        f"log4j.rootLogger={log_level}, stderr",
+        "log4j.appender.stderr=org.apache.log4j.ConsoleAppender",
+        "log4j.appender.stderr.layout=org.apache.log4j.PatternLayout",
+        "log4j.appender.stderr.layout.ConversionPattern=[%d] %p %m (%c)%n",
+        "log4j.appender.stderr.Target=System.err",
+    ])
+    return [java(), *RUN_CLASS_FLAGS, f"-Dlog4j.configuration=file:{log4j}",
+            "-cp", classpath(pom_name(KAFKA_3_9)), "kafka.tools.MirrorMaker", *args]
+
+
+def mirror_maker_2_properties(source: str, target: str, topics: str, tasks: int,
+                              extra: Optional[Dict[str, object]] = None) -> Dict[str, object]:
+    """A dedicated-mode configuration for one flow A->B, MirrorMaker v1-like by default:
+    topic names kept (IdentityReplicationPolicy), no heartbeats, checkpoints, syncs of
+    offsets, configs or ACLs; replication factor 1 for every internal topic."""
+    props: Dict[str, object] = {
+        "clusters": "A, B",
+        "A.bootstrap.servers": source,
+        "B.bootstrap.servers": target,
+        "A->B.enabled": "true",
+        "B->A.enabled": "false",
+        "A->B.topics": topics,
+        "tasks.max": tasks,
+        "replication.policy.class": "org.apache.kafka.connect.mirror.IdentityReplicationPolicy",
+        "emit.heartbeats.enabled": "false",
+        "emit.checkpoints.enabled": "false",
+        "emit.offset-syncs.enabled": "false",
+        "sync.group.offsets.enabled": "false",
+        "sync.topic.configs.enabled": "false",
+        "sync.topic.acls.enabled": "false",
+        "refresh.topics.interval.seconds": 1,
+        "refresh.groups.interval.seconds": 1,
+        "replication.factor": 1,
+    }
+    for internal in ("checkpoints.topic", "heartbeats.topic", "offset-syncs.topic", "offset.storage",
+                     "status.storage", "config.storage"):
+        props[f"{internal}.replication.factor"] = 1
+    props.update(extra or {})
+    return props
+
+
+def mirror_maker_2(properties: Dict[str, object], work: Path, log_level: str = "WARN",
+                   heap: str = "-Xmx512m") -> List[str]:
+    """The command ``connect-mirror-maker.sh mm2.properties`` runs (dedicated mode)."""
+    work.mkdir(parents=True, exist_ok=True)
+    config = _write(work / "mm2.properties", [f"{k} = {v}" for k, v in properties.items()])
+    log4j2 = _write(work / "connect-log4j2.properties", [
+        "status = error",
+        "appender.stderr.type = Console",
+        "appender.stderr.name = stderr",
+        "appender.stderr.target = SYSTEM_ERR",
+        "appender.stderr.layout.type = PatternLayout",
+        "appender.stderr.layout.pattern = [%d] %p %m (%c)%n",
+        f"rootLogger.level = {log_level}",
+        "rootLogger.appenderRef.stderr.ref = stderr",
+    ])
+    flags = [heap if f.startswith("-Xmx") else f for f in RUN_CLASS_FLAGS]
+    return [java(), *flags, f"-Dlog4j2.configurationFile={log4j2}", "-cp", classpath(MIRROR_MAKER_2),
+            "org.apache.kafka.connect.mirror.MirrorMaker", str(config)]

@@ -1,0 +1,91 @@
+"""Rebalances on Apache Kafka that Tansu cannot show: cooperative-sticky's incremental revokes
+under load with several threads per instance, and Kafka 4's consumer group protocol (KIP-848)."""
+
+import re
+import signal
+
+import pytest
+
+from .harness import (BackgroundProducer, MirrorProcess, make_records, mirror_args, mirror_files, unique,
+                      wait_settled, wait_until, write_properties)
+
+
+def events(mirror, kind):
+    """Every 'Assigned'/'Revoked' line of a mirror's log, as (thread, set of partition names)."""
+    out = []
+    for line in mirror.log().splitlines():
+        match = re.search(rf"\[(mirrormaker-thread-\d+)\] {kind} (.*) \(mirror_maker", line)
+        if match and match.group(2) != "no partitions":
+            out.append((match.group(1), set(match.group(2).split(", "))))
+    return out
+
+
+@pytest.mark.needs_kafka_feature("a group that re-forms while members with several threads come and go")
+def test_cooperative_sticky_moves_only_the_partitions_that_change_owner(tmp_path, source, target):
+    topic = source.create_topic("coop", partitions=8)
+    files = mirror_files(tmp_path, source, target, consumer={
+        "partition.assignment.strategy": "org.apache.kafka.clients.consumer.CooperativeStickyAssignor"})
+    args = mirror_args(files, topic, "--num.streams", "2", "--offset.commit.interval.ms", "500")
+    stream = BackgroundProducer(source, topic, rate=400).start()
+    first = MirrorProcess(args, tmp_path / "first.log")
+    second = None
+    try:
+        wait_until(lambda: sum(len(p) for _t, p in events(first, "Assigned")) == 8, 60,
+                   "the first instance's two threads to own all 8 partitions")
+        before = {t: set().union(*[p for th, p in events(first, "Assigned") if th == t])
+                  for t in ("mirrormaker-thread-0", "mirrormaker-thread-1")}
+        second = MirrorProcess(args, tmp_path / "second.log")
+        wait_until(lambda: len(events(second, "Assigned")) >= 2, 60, "the second instance's threads")
+        wait_settled(first, second)
+        revoked = events(first, "Revoked")
+        assert revoked, "handing partitions to the second instance revokes some of the first's"
+        for thread, partitions in revoked:  # incremental: a revoke names only what moves
+            assert partitions < before[thread], (thread, partitions, before[thread])
+        kept = {t: before[t] - set().union(*[p for th, p in revoked if th == t] or [set()]) for t in before}
+        assert all(kept.values()), f"each thread keeps partitions it never gave up: {kept}"
+        assert second.stop(signal.SIGTERM) == 143, second.log()
+        second = None
+        wait_until(lambda: sum(len(p) for _t, p in events(first, "Assigned")) >= 12, 60,
+                   "the first instance to take back the second's partitions")
+    finally:
+        acked = stream.stop()
+        if second is not None:
+            second.kill()
+    try:
+        target.read_values(topic, acked, timeout_s=90)
+    finally:
+        assert first.stop(signal.SIGTERM) == 143, first.log()
+
+
+@pytest.mark.needs_kafka_feature("the consumer group protocol of KIP-848 (Kafka 4)")
+def test_the_consumer_group_protocol_of_kafka_4(tmp_path, source, target):
+    if getattr(source.broker, "version", "4").startswith("3."):
+        pytest.skip("KIP-848's protocol is not enabled on Kafka 3.9")
+    topic = source.create_topic("kip848", partitions=4)
+    records = make_records(1000)
+    source.seed(topic, records)
+    group = unique("kip848")
+    # No session.timeout.ms, heartbeat.interval.ms or assignor: with this protocol the broker
+    # owns them, and the client refuses them (so does Java's).
+    consumer = write_properties(tmp_path / "consumer.properties", {
+        "bootstrap.servers": source.bootstrap, "group.id": group, "group.protocol": "consumer",
+        "auto.offset.reset": "earliest", "metadata.max.age.ms": 2000})
+    producer = write_properties(tmp_path / "producer.properties", {"bootstrap.servers": target.bootstrap})
+    args = ["--consumer.config", str(consumer), "--producer.config", str(producer), "--include", topic,
+            "--offset.commit.interval.ms", "500"]
+    first = MirrorProcess(args, tmp_path / "first.log")
+    second = None
+    try:
+        target.read_values(topic, [r.value for r in records], timeout_s=60)
+        second = MirrorProcess(args, tmp_path / "second.log")
+        wait_until(lambda: events(second, "Assigned"), 60, "the broker to give the second instance partitions")
+        revoked = events(first, "Revoked")
+        assert revoked and all(len(p) < 4 for _t, p in revoked), revoked  # incremental, not all 4
+        more = make_records(200, "after-join")
+        source.seed(topic, more)
+        target.read_values(topic, [r.value for r in more], timeout_s=60)
+        wait_until(lambda: sum(source.committed(group, topic).values()) == 1200, 30, "every offset committed")
+    finally:
+        if second is not None:
+            assert second.stop(signal.SIGTERM) == 143, second.log()
+        assert first.stop(signal.SIGTERM) == 143, first.log()

@@ -1,0 +1,92 @@
+"""The shared producer's rules, on a real librdkafka producer whose target is not there (a port
+nobody listens on): records stay queued, time out, or are rejected locally, as they would."""
+
+import threading
+import time
+
+import pytest
+
+from mirror_maker.clients.producer import MirrorProducer, SendInterrupted
+from mirror_maker.engine.state import RunState
+from mirror_maker.errors import SendFailed
+from mirror_maker.ops.metrics import MirrorMetrics
+
+from ..integration.harness import wait_until
+
+UNREACHABLE = {"bootstrap.servers": "127.0.0.1:1", "log_level": 0, "reconnect.backoff.max.ms": 1000}
+
+
+def producer(state, abort=True, metrics=None, **conf):
+    return MirrorProducer({**UNREACHABLE, **conf}, state, abort_on_send_failure=abort, metrics=metrics)
+
+
+def send(p, n, value=b"v"):
+    p.send("t", value, b"k", None, None, None, "src", 0, n)
+
+
+def test_flush_gives_up_at_the_deadline_and_says_nothing_is_committed(caplog):
+    state = RunState()
+    p = producer(state)
+    try:
+        send(p, 0)
+        started = time.monotonic()
+        assert p.flush(time.monotonic() + 0.5) is False
+        assert 0.4 <= time.monotonic() - started < 3
+        assert "not acknowledged by the target before the deadline" in caplog.text
+    finally:
+        state.fail(SendFailed("test over"))
+        p.close(time.monotonic())
+
+
+def test_a_send_waiting_for_room_in_a_full_queue_notices_a_stop():
+    state = RunState(shutdown_timeout_s=1)
+    p = producer(state, **{"queue.buffering.max.messages": 1})
+    try:
+        send(p, 0)  # fills the queue: the target never takes it
+        threading.Timer(0.3, state.request_stop).start()
+        started = time.monotonic()
+        with pytest.raises(SendInterrupted, match="src-0 offset 1"):
+            send(p, 1)
+        assert time.monotonic() - started < 3
+    finally:
+        state.fail(SendFailed("test over"))
+        p.close(time.monotonic())
+
+
+def test_a_record_larger_than_message_max_bytes_is_a_send_failure_naming_the_source_offset():
+    state = RunState()
+    p = producer(state, **{"message.max.bytes": 1000})
+    try:
+        p.send("t", b"x" * 5000, None, None, None, None, "orders", 3, 42)
+        assert isinstance(state.failure, SendFailed)
+        assert "orders-3 offset 42" in str(state.failure) and "5000 bytes" in str(state.failure)
+    finally:
+        p.close(time.monotonic())
+
+
+def test_with_abort_the_first_refused_record_fails_the_run_and_later_ones_are_not_counted_as_dropped():
+    state, metrics = RunState(), MirrorMetrics()
+    p = producer(state, metrics=metrics, **{"message.timeout.ms": 300, "linger.ms": 0})
+    try:
+        for n in range(5):
+            send(p, n)
+        wait_until(lambda: state.failed, 10, "the first delivery failure")
+        wait_until(lambda: len(p) == 0, 10, "the queue to be purged")
+        assert isinstance(state.failure, SendFailed) and "timed out" in str(state.failure).lower()
+        assert metrics.totals()["dropped"] == 1  # the rest are read again on restart, not dropped
+    finally:
+        p.close(time.monotonic())
+
+
+def test_without_abort_every_refused_record_is_counted_and_the_run_goes_on(caplog):
+    state, metrics = RunState(), MirrorMetrics()
+    p = producer(state, abort=False, metrics=metrics, **{"message.timeout.ms": 300, "linger.ms": 0})
+    try:
+        for n in range(3):
+            send(p, n)
+        wait_until(lambda: metrics.totals()["dropped"] == 3, 10, "three drops")
+        assert not state.failed
+        assert caplog.text.count("dropped; --abort.on.send.failure is false") == 3
+        assert p.flush(time.monotonic() + 5) is True  # nothing left to wait for
+    finally:
+        p.close(time.monotonic())

@@ -1,0 +1,302 @@
+"""One mirror thread's hot path and rebalance callbacks, with stand-ins for the clients.
+
+The thread is built as the runner builds it; its consumer, producer and checkpoint are
+replaced by recorders, so these tests see exactly what is sent, what becomes pending and what
+is committed, and when.
+"""
+
+import logging
+import re
+import time
+
+import pytest
+from confluent_kafka import TIMESTAMP_CREATE_TIME, KafkaError
+from confluent_kafka import TopicPartition as KafkaTopicPartition
+
+from mirror_maker.clients.producer import SendInterrupted
+from mirror_maker.config.mirror_config import MirrorMakerConfig
+from mirror_maker.engine.state import RunState
+from mirror_maker.engine.worker import REVOKE_SHARE_OF_POLL_INTERVAL, MirrorThread
+from mirror_maker.errors import SendFailed
+from mirror_maker.handlers import DefaultMessageHandler, PartitionPreservingHandler
+from mirror_maker.offsets.checkpoint import Checkpoint
+from mirror_maker.ops.metrics import MirrorMetrics
+from mirror_maker.records import ProducerRecord, TopicPartition
+
+T0, T1 = TopicPartition("t", 0), TopicPartition("t", 1)
+
+
+class Msg:
+    """The accessors a confluent Message has, nothing else."""
+
+    def __init__(self, topic, partition, offset, value=b"v", key=b"k", ts=1000, headers=None, error=None):
+        self._t, self._p, self._o, self._v, self._k = topic, partition, offset, value, key
+        self._ts, self._h, self._e = ts, headers, error
+
+    def error(self):
+        return self._e
+
+    def topic(self):
+        return self._t
+
+    def partition(self):
+        return self._p
+
+    def offset(self):
+        return self._o
+
+    def timestamp(self):
+        return (TIMESTAMP_CREATE_TIME, self._ts)
+
+    def value(self):
+        return self._v
+
+    def key(self):
+        return self._k
+
+    def headers(self):
+        return self._h
+
+
+class Producer:
+    """Records sends; ``interrupt_at``/``fail_at``: the n-th send is interrupted by a stop or
+    fails the run (as an abort on a refused record does)."""
+
+    def __init__(self, state, events, interrupt_at=None, fail_at=None, flush_ok=True):
+        self.state, self.events = state, events
+        self.sent, self.interrupt_at, self.fail_at, self.flush_ok = [], interrupt_at, fail_at, flush_ok
+        self.flush_deadlines = []
+
+    def send(self, topic, value, key, partition, timestamp, headers, src_topic, src_partition, src_offset):
+        n = len(self.sent)
+        if n == self.interrupt_at:
+            raise SendInterrupted(f"{src_topic}-{src_partition} offset {src_offset}")
+        self.sent.append((topic, value, key, partition, timestamp, headers, src_offset))
+        if n == self.fail_at:
+            self.state.fail(SendFailed("refused"))
+
+    def flush(self, deadline=None):
+        self.events.append("flush")
+        self.flush_deadlines.append(deadline)
+        return self.flush_ok
+
+
+class Committer:
+    def __init__(self, events):
+        self.events = events
+
+    def commit(self, offsets, deadline=None):
+        self.events.append(("commit", dict(offsets)))
+        return dict(offsets)
+
+
+class Consumer:
+    """What the assign path asks: committed offsets and watermarks; and how it assigns."""
+
+    def __init__(self, committed=None, watermarks=(0, 50)):
+        self._committed, self._watermarks = committed or {}, watermarks
+        self.assigned_with = None
+
+    def committed(self, partitions, timeout):
+        return [KafkaTopicPartition(p.topic, p.partition, self._committed.get(p.partition, -1001))
+                for p in partitions]
+
+    def get_watermark_offsets(self, tp, timeout=None, cached=False):
+        return self._watermarks
+
+    def assign(self, partitions):
+        self.assigned_with = ("assign", [(p.partition, p.offset) for p in partitions])
+
+    def incremental_assign(self, partitions):
+        self.assigned_with = ("incremental_assign", [(p.partition, p.offset) for p in partitions])
+
+
+class Listener:
+    def __init__(self, events):
+        self.events = events
+
+    def on_partitions_assigned(self, tps):
+        self.events.append(("assigned", sorted(tps)))
+
+    def on_partitions_revoked(self, tps):
+        self.events.append(("revoked", sorted(tps)))
+
+    def on_partitions_lost(self, tps):
+        self.events.append(("lost", sorted(tps)))
+
+
+class TargetTopics:
+    def __init__(self):
+        self.ensured = []
+
+    def ensure(self, mapping):
+        self.ensured.append(mapping)
+
+
+class Handler:
+    """A user handler: drops values starting with b"skip", fans b"two" out to two topics."""
+
+    def handle(self, record):
+        if record.value.startswith(b"skip"):
+            return []
+        out = [ProducerRecord("out", record.value, record.key, None, record.timestamp, record.headers)]
+        if record.value == b"two":
+            out.append(ProducerRecord("out2", record.value))
+        return out
+
+
+def config(**consumer):
+    return MirrorMakerConfig(consumer={"group.id": "g", "bootstrap.servers": "h:1", **consumer},
+                             producer={"bootstrap.servers": "h:2"}, include=re.compile("t"))
+
+
+def thread(handler=None, assigned=(T0, T1), producer_kwargs=None, conf=None, listener=True):
+    """A mirror thread wired to recorders; returns (thread, producer, events)."""
+    events = []
+    state = RunState(shutdown_timeout_s=5)
+    producer = Producer(state, events, **(producer_kwargs or {}))
+    worker = MirrorThread(0, conf or config(), producer, handler or DefaultMessageHandler(),
+                          Listener(events) if listener else None, state, None, TargetTopics(), MirrorMetrics())
+    worker.assigned.update(assigned)
+    worker._checkpoint = Checkpoint(producer, Committer(events), state, 1000,
+                                    metrics=worker._metrics, owned=worker.assigned.__contains__)
+    return worker, producer, events
+
+
+def test_default_handler_sends_each_record_unchanged_and_pending_is_the_next_offset_per_partition():
+    worker, producer, _ = thread()
+    worker._mirror([Msg("t", 0, 5, b"a", headers=[("h", b"1")]), Msg("t", 0, 6, b"b"), Msg("t", 1, 9, b"c", key=None)])
+    assert producer.sent == [("t", b"a", b"k", None, 1000, [("h", b"1")], 5),
+                             ("t", b"b", b"k", None, 1000, None, 6),
+                             ("t", b"c", None, None, 1000, None, 9)]
+    assert worker._checkpoint.pending == {T0: 7, T1: 10}
+    assert worker._metrics.totals()["records"] == 3 and worker._metrics.totals()["bytes"] == 3
+
+
+def test_partition_preserving_handler_keeps_the_source_partition():
+    worker, producer, _ = thread(PartitionPreservingHandler())
+    worker._mirror([Msg("t", 1, 0)])
+    assert producer.sent[0][3] == 1
+
+
+def test_a_missing_timestamp_is_sent_as_none_so_the_producer_stamps_it():
+    worker, producer, _ = thread()
+    worker._mirror([Msg("t", 0, 0, ts=-1)])
+    assert producer.sent[0][4] is None
+
+
+def test_user_handler_sees_our_records_and_a_filtered_record_is_counted_and_still_committed():
+    worker, producer, _ = thread(Handler())
+    worker._mirror([Msg("t", 0, 0, b"one"), Msg("t", 0, 1, b"skip-me"), Msg("t", 0, 2, b"two")])
+    assert [(s[0], s[1]) for s in producer.sent] == [("out", b"one"), ("out", b"two"), ("out2", b"two")]
+    assert worker._metrics.totals()["filtered"] == 1
+    assert worker._checkpoint.pending == {T0: 3}  # the filtered record's offset advances too
+
+
+def test_records_of_a_partition_no_longer_assigned_never_become_pending():
+    worker, _, _ = thread(assigned=(T0,))
+    worker._mirror([Msg("t", 0, 3), Msg("t", 1, 40)])
+    assert worker._checkpoint.pending == {T0: 4}
+
+
+def test_a_stop_during_a_send_ends_the_batch_and_only_queued_records_become_pending(caplog):
+    worker, producer, _ = thread(producer_kwargs={"interrupt_at": 2})
+    caplog.set_level(logging.INFO)
+    worker._mirror([Msg("t", 0, 0), Msg("t", 0, 1), Msg("t", 0, 2), Msg("t", 0, 3)])
+    assert len(producer.sent) == 2
+    assert worker._checkpoint.pending == {T0: 2}  # offsets 2 and 3 were never queued
+    assert "not committed" in caplog.text
+
+
+def test_a_failure_during_the_batch_stops_it_without_recording_the_failed_record():
+    worker, producer, _ = thread(producer_kwargs={"fail_at": 1})
+    worker._mirror([Msg("t", 0, 0), Msg("t", 0, 1), Msg("t", 0, 2)])
+    assert len(producer.sent) == 2
+    assert worker._checkpoint.pending == {T0: 1}
+
+
+def test_consume_errors_are_skipped_and_partition_eof_is_silent(caplog):
+    worker, producer, _ = thread()
+    worker._mirror([Msg("t", 0, 0, error=KafkaError(KafkaError._PARTITION_EOF)),
+                    Msg("t", 0, 0, error=KafkaError(KafkaError._TRANSPORT)), Msg("t", 0, 1)])
+    assert len(producer.sent) == 1 and worker._checkpoint.pending == {T0: 2}
+    assert caplog.text.count("Consumer error") == 1
+
+
+def test_revoke_flushes_and_commits_only_the_revoked_partitions_then_calls_the_listener():
+    worker, _, events = thread()
+    worker._checkpoint.pending.update({T0: 7, T1: 10})
+    worker._on_revoke(None, [KafkaTopicPartition("t", 1)])
+    assert events == ["flush", ("commit", {T1: 10}), ("revoked", [T1])]
+    assert worker._checkpoint.pending == {T0: 7} and worker.assigned == {T0}
+
+
+def test_revoke_with_nothing_pending_does_not_wait_for_other_threads_records():
+    worker, _, events = thread()
+    worker._on_revoke(None, [KafkaTopicPartition("t", 0)])
+    assert events == [("revoked", [T0])]
+
+
+def test_revoke_flush_is_bounded_by_a_share_of_max_poll_interval():
+    worker, producer, _ = thread(conf=config(**{"max.poll.interval.ms": "10000"}))
+    worker._checkpoint.pending[T0] = 1
+    before = time.monotonic()
+    worker._on_revoke(None, [KafkaTopicPartition("t", 0)])
+    (deadline,) = producer.flush_deadlines
+    assert before + 10 * REVOKE_SHARE_OF_POLL_INTERVAL <= deadline <= time.monotonic() + 10 * REVOKE_SHARE_OF_POLL_INTERVAL
+
+
+def test_revoke_while_stopping_is_bounded_by_the_stop_deadline():
+    worker, producer, _ = thread()
+    worker._checkpoint.pending[T0] = 1
+    worker._state.request_stop()
+    worker._on_revoke(None, [KafkaTopicPartition("t", 0)])
+    assert producer.flush_deadlines == [worker._state.deadline]
+
+
+def test_revoke_whose_records_are_not_acknowledged_in_time_commits_nothing_but_still_calls_the_listener(caplog):
+    worker, _, events = thread(producer_kwargs={"flush_ok": False})
+    worker._checkpoint.pending[T0] = 5
+    worker._on_revoke(None, [KafkaTopicPartition("t", 0)])
+    assert events == ["flush", ("revoked", [T0])]
+    assert "not committed, so their next owner mirrors them again" in caplog.text
+
+
+def test_revoke_after_a_failure_commits_nothing():
+    worker, _, events = thread()
+    worker._checkpoint.pending[T0] = 5
+    worker._state.fail(SendFailed("refused"))
+    worker._on_revoke(None, [KafkaTopicPartition("t", 0)])
+    assert events == [("revoked", [T0])]
+
+
+def test_lost_partitions_are_discarded_without_a_commit_and_the_listener_hears_it():
+    worker, _, events = thread()
+    worker._checkpoint.pending.update({T0: 3, T1: 4})
+    worker._on_lost(None, [KafkaTopicPartition("t", 0)])
+    assert events == [("lost", [T0])]
+    assert worker._checkpoint.pending == {T1: 4} and worker.assigned == {T1}
+
+
+@pytest.mark.parametrize("conf, method", [
+    ({}, "assign"),
+    ({"partition.assignment.strategy": "range,roundrobin"}, "assign"),
+    ({"partition.assignment.strategy": "cooperative-sticky"}, "incremental_assign"),
+    ({"group.protocol": "consumer"}, "incremental_assign"),
+])
+def test_assign_resolves_start_offsets_and_assigns_as_the_protocol_requires(conf, method):
+    worker, _, events = thread(assigned=(), conf=config(**{"auto.offset.reset": "earliest", **conf}))
+    consumer = Consumer(committed={0: 12}, watermarks=(3, 50))
+    worker._on_assign(consumer, [KafkaTopicPartition("t", 0), KafkaTopicPartition("t", 1)])
+    assert consumer.assigned_with == (method, [(0, 12), (1, 3)])  # committed, else earliest
+    assert worker.assigned == {T0, T1}
+    assert worker._target_topics.ensured == [{"t": ["t"]}]
+    assert events == [("assigned", [T0, T1])]
+
+
+def test_incremental_rebalance_is_read_from_the_settings_not_a_substring():
+    assert not config(**{"partition.assignment.strategy": "range"}).incremental_rebalance
+    assert not config(**{"partition.assignment.strategy": "roundrobin,range"}).incremental_rebalance
+    assert config(**{"partition.assignment.strategy": "cooperative-sticky"}).incremental_rebalance
+    assert config(**{"group.protocol": "CONSUMER"}).incremental_rebalance
+    assert not config(**{"group.protocol": "classic"}).incremental_rebalance
