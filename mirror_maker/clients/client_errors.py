@@ -2,8 +2,10 @@
 
 Every client gets a callback that knows which side it talks to. An authentication or TLS
 failure is fatal (exit 255, as the Java client's AuthenticationException is for MirrorMaker),
-with one line naming the side and its address. An unreachable cluster is retried by librdkafka
-for ever; it is logged as an ERROR naming the side and address, at most every 10 s.
+with one line naming the side and its address. So is a refused authorization, with one line
+naming the principal, the resource and the permission it lacks. An unreachable cluster is
+retried by librdkafka for ever; it is logged as an ERROR naming the side and address, at most
+every 10 s.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from typing import Dict, Optional
 
 from confluent_kafka import KafkaError
 
@@ -18,10 +21,15 @@ from ..errors import ClientFailed
 
 log = logging.getLogger("mirror_maker.clients")
 
-FATAL_CODES = frozenset({
+AUTHENTICATION_CODES = frozenset({
     KafkaError._AUTHENTICATION,
     KafkaError.SASL_AUTHENTICATION_FAILED,
+})
+AUTHORIZATION_CODES = frozenset({
+    KafkaError.TOPIC_AUTHORIZATION_FAILED,
+    KafkaError.GROUP_AUTHORIZATION_FAILED,
     KafkaError.CLUSTER_AUTHORIZATION_FAILED,
+    KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
 })
 #: A TLS error is an authentication failure only when the handshake itself failed; a TLS
 #: connection that breaks later is an outage and is retried.
@@ -34,23 +42,61 @@ UNREACHABLE_CODES = frozenset({
 REPEAT_EVERY_S = 10.0
 
 
+def principal(conf: Dict[str, str]) -> str:
+    """Who the cluster sees, as far as the client's settings tell (for error lines)."""
+    if conf.get("sasl.username"):
+        return f"User:{conf['sasl.username']}"
+    if conf.get("sasl.kerberos.principal"):
+        return f"the Kerberos principal {conf['sasl.kerberos.principal']}"
+    if conf.get("ssl.certificate.location") or conf.get("ssl.keystore.location"):
+        return "the principal of the TLS client certificate"
+    return "User:ANONYMOUS"
+
+
 class ClientErrors:
     """The ``error_cb`` of every client of one cluster side ("source" or "target")."""
 
-    def __init__(self, side: str, bootstrap: str, state) -> None:
+    def __init__(self, side: str, bootstrap: str, state, principal: str = "the client") -> None:
         self.side = side
         self.bootstrap = bootstrap
+        self.principal = principal
         self._state = state
         self._lock = threading.Lock()
         self._last_logged = {}
 
+    def not_authorized(self, err: KafkaError, topic: Optional[str] = None,
+                       group: Optional[str] = None) -> ClientFailed:
+        """One line naming the principal, the resource and the permission it lacks."""
+        code = err.code()
+        if code == KafkaError.TOPIC_AUTHORIZATION_FAILED:
+            operation = "WRITE" if self.side == "target" else "READ"
+            need = f"{operation} on topic {topic}" if topic else f"{operation} on the topics it mirrors"
+        elif code == KafkaError.GROUP_AUTHORIZATION_FAILED:
+            need = f"READ on consumer group {group}" if group else "READ on the consumer group"
+        elif code == KafkaError.CLUSTER_AUTHORIZATION_FAILED and self.side == "target":
+            need = ("WRITE on the target topics (or IDEMPOTENT_WRITE on the cluster) for an idempotent "
+                    "producer id")
+        elif code == KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED:
+            need = "WRITE on the transactional id"
+        else:
+            need = "a permission the request needs"
+        return ClientFailed(f"not authorized: the {self.side} cluster ({self.bootstrap}) refused "
+                            f"{self.principal}, which needs {need} ({err.str()})")
+
+    def fatal(self, err: KafkaError) -> ClientFailed:
+        """What a fatal client error means, as one line."""
+        code = err.code()
+        if code in AUTHORIZATION_CODES:
+            return self.not_authorized(err)
+        tls_auth = code == KafkaError._SSL and any(m in err.str() for m in _TLS_AUTH_MARKERS)
+        what = "authentication failed" if code in AUTHENTICATION_CODES or tls_auth else "fatal client error"
+        return ClientFailed(f"{what} with the {self.side} cluster ({self.bootstrap}): {err.str()}")
+
     def __call__(self, err: KafkaError) -> None:
         code = err.code()
         tls_auth = code == KafkaError._SSL and any(m in err.str() for m in _TLS_AUTH_MARKERS)
-        if code in FATAL_CODES or tls_auth or err.fatal():
-            what = "authentication failed" if code in FATAL_CODES or tls_auth else "fatal client error"
-            self._state.fail(ClientFailed(
-                f"{what} with the {self.side} cluster ({self.bootstrap}): {err.str()}"))
+        if code in AUTHENTICATION_CODES or code in AUTHORIZATION_CODES or tls_auth or err.fatal():
+            self._state.fail(self.fatal(err))
             return
         level = logging.ERROR if code in UNREACHABLE_CODES else logging.WARNING
         now = time.monotonic()

@@ -13,12 +13,13 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from typing import List, Optional, Tuple
+from typing import Dict, List, Optional, Tuple
 
 import confluent_kafka
 from confluent_kafka import KafkaError, KafkaException
 
 from ..errors import SendFailed
+from .client_errors import AUTHORIZATION_CODES, ClientErrors
 from ..ops.log import librdkafka_logger
 from ..ops.metrics import MirrorMetrics
 from ..records import TopicPartition
@@ -30,7 +31,11 @@ FLUSH_STEP_S = 1.0
 DELIVERY_POLL_S = 0.1
 #: Replication latency is measured on every Nth acknowledged record (cheap, and enough for min/max/avg).
 LATENCY_SAMPLE_EVERY = 16
+#: Records librdkafka dropped unsent: after our own purge (abort), or after a fatal error.
+_PURGED = frozenset({KafkaError._PURGE_QUEUE, KafkaError._PURGE_INFLIGHT})
 _UNASSIGNED = -1  # librdkafka's RD_KAFKA_PARTITION_UA: let the partitioner choose
+#: A v2 record's framing (length, attributes, deltas, counts) and its batch's 61-byte header.
+RECORD_OVERHEAD_BYTES = 80
 WAIT_LOG_EVERY_S = 10.0
 
 
@@ -55,17 +60,28 @@ class MirrorProducer:
         sync: bool = False,
         max_block_ms: Optional[int] = None,
         metrics: Optional[MirrorMetrics] = None,
+        topic_limits: Optional[Dict[str, int]] = None,
+        errors: Optional[ClientErrors] = None,
     ) -> None:
+        """``topic_limits``: target topic -> max.message.bytes, as far as known (kept up to date
+        by ``TargetTopics``), to tell a refused batch from a record too large by itself.
+        ``errors``: how the target's client errors are worded (and its ``error_cb``)."""
+        self._state = state
+        self._errors = errors or ClientErrors("target", conf.get("bootstrap.servers", "?"), state)
         conf = dict(conf)
         conf.setdefault("client.id", "producer-1")
         conf["logger"] = librdkafka_logger(conf["client.id"])
         conf["on_delivery"] = self._on_delivery
+        conf["error_cb"] = self._errors
         self._producer = confluent_kafka.Producer(conf)
-        self._state = state
+        #: Set when librdkafka purged records itself (after a fatal error): nothing may be
+        #: committed from then on, even once the queue is empty.
+        self._purged = False
         self._abort = abort_on_send_failure or sync
         self._sync = sync
         self._max_block_s = None if max_block_ms is None else max_block_ms / 1000.0
         self._metrics = metrics or MirrorMetrics()
+        self._topic_limits = {} if topic_limits is None else topic_limits
         self._metrics.queue_depth = self.__len__
         self._metrics.acknowledged = lambda: self.acked
         self._warned_deadline: Optional[float] = None
@@ -139,7 +155,15 @@ class MirrorProducer:
     def _serve_deliveries(self) -> None:
         """One thread serves every delivery report, so mirror threads never contend on poll()."""
         while not self._closed.is_set():
-            self._producer.poll(DELIVERY_POLL_S)
+            try:
+                self._producer.poll(DELIVERY_POLL_S)
+            except KafkaException as exc:  # a fatal error: confluent-kafka raises it from poll()
+                self._fatal(exc)
+                self._closed.wait(DELIVERY_POLL_S)
+
+    def _fatal(self, exc: KafkaException) -> None:
+        """A fatal producer error (e.g. no idempotent producer id): the run fails with one line."""
+        self._state.fail(self._errors.fatal(exc.args[0]))
 
     # -- delivery reports --------------------------------------------------------------
 
@@ -158,10 +182,42 @@ class MirrorProducer:
             # again on restart, so it is not a drop (purged ones, and any the target refused late).
             log.debug("after the failure: %s for a record to %s", err.str(), msg.topic())
             return
+        if err.code() in _PURGED:
+            # librdkafka purged it after a fatal error, which poll() raises on its own: that error
+            # is the cause to report. Until it is, no flush may count as complete.
+            self._purged = True
+            return
+        if err.code() == KafkaError.MSG_SIZE_TOO_LARGE and self._batch_refused(msg):
+            return
+        reason = err.str()
+        if err.code() in AUTHORIZATION_CODES:
+            reason = str(self._errors.not_authorized(err, topic=msg.topic()))
         # The source offset of an asynchronous failure is not kept per record (that would cost an
         # allocation per record); nothing past the last commit is committed, so it is re-read.
         self._send_failed("a source partition after its last committed offset", msg.topic(),
-                          msg.key(), msg.value(), f"{err.str()} (target partition {msg.partition()})")
+                          msg.key(), msg.value(), f"{reason} (target partition {msg.partition()})")
+
+    def _batch_refused(self, msg) -> bool:
+        """A record that fits the topic's max.message.bytes by itself was refused with its batch.
+
+        Java's producer would split the batch and send the records again; librdkafka does not.
+        Skipping them would lose records the target never refused one by one, so this stops the
+        mirror whatever --abort.on.send.failure says, naming the setting that prevents it.
+        """
+        limit = self._topic_limits.get(msg.topic())
+        size = len(msg.key() or b"") + len(msg.value() or b"") + sum(
+            len(name) + len(value or b"") for name, value in msg.headers() or ())
+        if limit is None or size + RECORD_OVERHEAD_BYTES > limit:
+            return False  # too large by itself (or the limit is unknown): an ordinary refusal
+        self._metrics.dropped_one()
+        if self._state.fail(SendFailed(
+                f"the target refused a batch of records for topic {msg.topic()} (partition "
+                f"{msg.partition()}) as larger than its max.message.bytes of {limit} bytes, though "
+                f"they fit one by one: librdkafka does not split a refused batch as Java's producer "
+                f"does; set batch.size to at most {limit} in --producer.config")):
+            log.info("Closing producer due to send failure.")
+            self.purge()
+        return True
 
     def _send_failed(self, where: str, topic, key, value, reason: str) -> None:
         self._metrics.dropped_one()
@@ -198,12 +254,15 @@ class MirrorProducer:
                                 "their offsets are not committed", len(self._producer))
                 return False
             step = FLUSH_STEP_S if deadline is None else max(0.0, min(FLUSH_STEP_S, deadline - now))
-            self._producer.flush(step)
+            try:
+                self._producer.flush(step)
+            except KafkaException as exc:
+                self._fatal(exc)
             if time.monotonic() - last_log >= WAIT_LOG_EVERY_S and len(self._producer) > 0:
                 last_log = time.monotonic()
                 log.warning("waiting for the target to acknowledge %d records; "
                             "offsets are committed only after it does", len(self._producer))
-        return not self._state.failed
+        return not self._state.failed and not self._purged
 
     def purge(self) -> None:
         """Drop everything not yet delivered (abort path: nothing of it will be committed)."""

@@ -1,8 +1,13 @@
-"""Target topics: created when missing, with the source's partition count.
+"""Target topics: created when missing, with the source's partition count, and their limits.
 
 KIP-3 asks for "the same partition number in source and target": when a source topic is
 assigned and its target topic is missing, it is created with the source's partition count
 (replication factor: the target broker's default).
+
+Each target topic's ``max.message.bytes`` is read too: the broker refuses a whole batch larger
+than it, and librdkafka, unlike Java's producer, never splits a refused batch. A topic whose
+limit is below the producer's batch size gets a WARN naming the setting to change, and the
+producer tells such a refusal apart from a record that is too large by itself.
 """
 
 from __future__ import annotations
@@ -12,7 +17,7 @@ import threading
 from typing import Dict, Iterable, List
 
 from confluent_kafka import KafkaError, KafkaException
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic, ResourceType
 
 from ..errors import ClientFailed
 from .admin import list_topic_partitions
@@ -25,12 +30,16 @@ CREATE_TIMEOUT_S = 30.0
 class TargetTopics:
     """Creates missing target topics with the source's partition count, once per topic."""
 
-    def __init__(self, source: AdminClient, target: AdminClient) -> None:
+    def __init__(self, source: AdminClient, target: AdminClient, batch_bytes: int = 0) -> None:
+        """``batch_bytes``: the most the producer puts in one batch (its batch.size)."""
         self._source = source
         self._target = target
+        self._batch_bytes = batch_bytes
         self._known: set = set()
         self._pending: set = set()
         self._lock = threading.Lock()
+        #: Target topic -> its max.message.bytes, where the target said (read by the producer).
+        self.max_message_bytes: Dict[str, int] = {}
 
     def ensure(self, mapping: Dict[str, List[str]]) -> None:
         """``mapping``: source topic -> the target topics its records go to.
@@ -56,6 +65,32 @@ class TargetTopics:
                 return
             self._known.update(dst for _, dst in wanted)
             self._pending.difference_update(wanted)
+            self._read_limits(sorted({dst for _, dst in wanted}))
+
+    def _read_limits(self, topics: List[str]) -> None:
+        """Each topic's max.message.bytes; a WARN where a full batch would be refused."""
+        resources = [ConfigResource(ResourceType.TOPIC, topic) for topic in topics]
+        try:
+            futures = self._target.describe_configs(resources, request_timeout=CREATE_TIMEOUT_S)
+        except KafkaException as exc:
+            log.debug("cannot read the target topics' configs: %s", exc)
+            return
+        for resource, future in futures.items():
+            try:
+                entry = future.result().get("max.message.bytes")
+            except KafkaException as exc:  # no DESCRIBE_CONFIGS permission, say: not needed to mirror
+                log.debug("cannot read %s's configs: %s", resource.name, exc)
+                continue
+            if entry is None or entry.value is None:
+                continue
+            limit = int(entry.value)
+            self.max_message_bytes[resource.name] = limit
+            if 0 < limit < self._batch_bytes:
+                log.warning("Target topic %s takes batches of at most %d bytes (max.message.bytes), "
+                            "less than the producer's batch.size of %d: the target refuses a fuller "
+                            "batch as a whole (librdkafka does not split it as Java's producer does) "
+                            "and the mirror stops; set batch.size to at most %d in --producer.config",
+                            resource.name, limit, self._batch_bytes, limit)
 
     def retry_pending(self) -> None:
         """Check again the topics an unreachable cluster kept us from checking."""

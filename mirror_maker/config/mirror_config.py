@@ -57,6 +57,13 @@ class MirrorMakerConfig:
         return [s.strip() for s in strategies.split(",") if s.strip()] == ["cooperative-sticky"]
 
     @property
+    def producer_batch_bytes(self) -> int:
+        """The most the producer puts in one batch: librdkafka's batch.size, capped by its
+        message.max.bytes (both default to 1,000,000)."""
+        return min(int(self.producer.get("batch.size", 1000000)),
+                   int(self.producer.get("message.max.bytes", 1000000)))
+
+    @property
     def max_poll_interval_s(self) -> float:
         """How long a consumer may go without polling before it leaves the group (librdkafka's
         and Java's default: 5 minutes); a rebalance callback must finish well within it."""

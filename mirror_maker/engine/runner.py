@@ -16,7 +16,7 @@ from typing import Callable, Iterable, List, Optional, Sequence, Tuple
 from ..cli import exit_codes
 from ..clients.admin import admin_client
 from ..clients.target_topics import TargetTopics
-from ..clients.client_errors import ClientErrors
+from ..clients.client_errors import ClientErrors, principal
 from ..config.mirror_config import MirrorMakerConfig
 from ..ops.endpoint import OpsServer
 from ..errors import MirrorFailure
@@ -74,18 +74,22 @@ class MirrorMaker:
 
     def start(self) -> None:
         config = self.config
-        source_errors = ClientErrors("source", config.consumer["bootstrap.servers"], self.state)
-        target_errors = ClientErrors("target", config.producer["bootstrap.servers"], self.state)
-        self.producer = MirrorProducer({**config.producer, "error_cb": target_errors}, self.state,
-                                       config.abort_on_send_failure, config.sync_send,
-                                       config.max_block_ms, self.metrics)
+        source_errors = ClientErrors("source", config.consumer["bootstrap.servers"], self.state,
+                                     principal(config.consumer))
+        target_errors = ClientErrors("target", config.producer["bootstrap.servers"], self.state,
+                                     principal(config.producer))
         source_admin = admin_client({**config.consumer, "error_cb": source_errors},
                                     f"{config.group_id}-admin")
         target_admin = admin_client({**config.producer, "error_cb": target_errors}, "producer-1-admin")
+        target_topics = self._target_topics = TargetTopics(source_admin, target_admin,
+                                                           config.producer_batch_bytes)
+        self.producer = MirrorProducer(config.producer, self.state, config.abort_on_send_failure,
+                                       config.sync_send, config.max_block_ms, self.metrics,
+                                       topic_limits=target_topics.max_message_bytes,
+                                       errors=target_errors)
         self._subscription = TopicSubscription(
             source_admin, config.include, config.exclude_internal_topics,
             config.topic_refresh_ms, config.consumer["bootstrap.servers"])
-        target_topics = self._target_topics = TargetTopics(source_admin, target_admin)
         self.threads = [
             MirrorThread(i, config, self.producer, self._handler, self._listener, self.state,
                          self._subscription, target_topics, self.metrics, source_errors)

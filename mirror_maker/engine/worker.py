@@ -22,6 +22,7 @@ from ..errors import ClientFailed, HandlerFailed, ListenerFailed, MirrorFailure
 from ..handlers import DefaultMessageHandler, PartitionPreservingHandler
 from ..ops.log import librdkafka_logger
 from ..ops.metrics import MirrorMetrics
+from ..clients.client_errors import AUTHORIZATION_CODES, ClientErrors
 from ..clients.producer import MirrorProducer, SendInterrupted
 from ..records import ConsumerRecord, TopicPartition
 from .state import RunState
@@ -47,7 +48,7 @@ class _ThreadLog(logging.LoggerAdapter):
 class MirrorThread(threading.Thread):
     def __init__(self, index: int, config: MirrorMakerConfig, producer: MirrorProducer,
                  handler, listener, state: RunState, subscription, target_topics,
-                 metrics: MirrorMetrics, error_cb=None) -> None:
+                 metrics: MirrorMetrics, errors: Optional[ClientErrors] = None) -> None:
         super().__init__(name=f"mirrormaker-thread-{index}", daemon=True)
         self.index = index
         self._config = config
@@ -58,7 +59,7 @@ class MirrorThread(threading.Thread):
         self._subscription = subscription
         self._target_topics = target_topics
         self._metrics = metrics
-        self._error_cb = error_cb
+        self._errors = errors
         self._log = _ThreadLog(log, {"name": self.name})
         self._consumer: Optional[confluent_kafka.Consumer] = None
         self._checkpoint: Optional[Checkpoint] = None
@@ -89,8 +90,8 @@ class MirrorThread(threading.Thread):
             # Partition-EOF events cost two thirds of the consume rate (measured); "caught up"
             # comes from the fetch-carried high watermarks instead (update_lag).
             conf.setdefault("enable.partition.eof", False)
-            if self._error_cb is not None:
-                conf["error_cb"] = self._error_cb
+            if self._errors is not None:
+                conf["error_cb"] = self._errors
             self._consumer = confluent_kafka.Consumer(conf)
             self._checkpoint = Checkpoint(self._producer, OffsetCommitter(self._consumer),
                                           self._state, self._config.offset_commit_interval_ms,
@@ -182,7 +183,7 @@ class MirrorThread(threading.Thread):
             for msg in messages:
                 if msg.error() is not None:
                     if msg.error().code() != KafkaError._PARTITION_EOF:
-                        self._consume_error(msg.error())
+                        self._consume_error(msg)
                     continue
                 topic, partition, offset = msg.topic(), msg.partition(), msg.offset()
                 ts_type, timestamp = msg.timestamp()
@@ -242,7 +243,10 @@ class MirrorThread(threading.Thread):
             raise HandlerFailed(f"message handler raised on {topic}-{partition} offset {offset}: "
                                 f"{type(exc).__name__}: {exc}") from None
 
-    def _consume_error(self, err: KafkaError) -> None:
+    def _consume_error(self, msg) -> None:
+        err = msg.error()
+        if err.code() in AUTHORIZATION_CODES and self._errors is not None:
+            raise self._errors.not_authorized(err, topic=msg.topic(), group=self._config.group_id)
         if err.fatal():
             raise ClientFailed(f"{self.name}: fatal consumer error: {err.str()}")
         self._log.warning("Consumer error (librdkafka retries it): %s", err.str())

@@ -72,7 +72,9 @@ class LibrdkafkaFilter(logging.Filter):
 
     def filter(self, record: logging.LogRecord) -> bool:
         message = record.getMessage()
-        if record.levelno >= logging.ERROR and message.startswith(("FAIL", "ERROR")):
+        # A broker away is a warning until it hurts delivery; a fatal error is reported by the
+        # mirror itself, as the one ERROR line naming what is wrong.
+        if record.levelno >= logging.ERROR and message.startswith(("FAIL", "ERROR", "FATAL")):
             record.levelno, record.levelname = logging.WARNING, "WARNING"
         if record.levelno < logging.INFO:
             return True  # librdkafka's debug contexts were asked for: every line, unfolded

@@ -183,8 +183,9 @@ def test_abort_on_send_failure_true_stops_both_without_committing_past_the_recor
 
 
 def test_abort_on_send_failure_false_skips_the_record_in_both(tmp_path, source, target):
+    """With a batch.size the topic takes (what our WARN asks for), both refuse one record."""
     topic = _poison(source)
-    files = mirror_files(tmp_path, source, target)
+    files = mirror_files(tmp_path, source, target, producer={"batch.size": 8192})
     args = mirror_args(files, topic, "--offset.commit.interval.ms", "200", "--abort.on.send.failure", "false")
     outcomes = run_each(tmp_path, source, target, files, args, topic, 200,
                         prepare=lambda: _refusing_target_topic(target, topic))
@@ -227,3 +228,20 @@ def test_exit_status_of_command_lines(tmp_path, source, target, case):
         if tool == "ours":
             assert "Traceback" not in process.log()
     assert statuses["ours"] == statuses["kafka"], statuses
+
+
+def test_a_batch_larger_than_the_target_topic_takes(tmp_path, source, target):
+    """The README's row: Java's producer splits a refused batch and refuses only the oversized
+    record; librdkafka refuses the whole batch, so ours warns at assignment and stops (255) rather
+    than drop records the target never refused one by one, even with abort false."""
+    topic = _poison(source)
+    files = mirror_files(tmp_path, source, target)
+    args = mirror_args(files, topic, "--offset.commit.interval.ms", "200", "--abort.on.send.failure", "false")
+    _refusing_target_topic(target, topic)
+    process = mirror("ours", args, tmp_path / "ours.log")
+    assert process.wait(90) == 255, process.log()
+    log = process.log()
+    assert f"Target topic {topic} takes batches of at most 10000 bytes" in log
+    errors = [line for line in log.splitlines() if " ERROR " in line]
+    assert len(errors) == 1 and "set batch.size to at most 10000" in errors[0], errors
+    assert source.committed(files.group, topic).get(0, 0) == 0

@@ -3,9 +3,11 @@
 import signal
 from collections import Counter
 
+import pytest
+
 from ..java_partitioner import java_partition
-from .harness import (ROOT, MirrorProcess, assert_order_per_key, make_records, mirror_args, mirror_files,
-                      unique, wait_until)
+from .harness import (ROOT, BackgroundProducer, MirrorProcess, assert_order_per_key, make_records,
+                      mirror_args, mirror_files, on_tansu, unique, wait_until)
 
 EXAMPLES = {"PYTHONPATH": str(ROOT / "examples")}
 
@@ -109,5 +111,62 @@ def test_a_matching_topic_created_later_is_picked_up(tmp_path, source, target, f
         source.seed(second, make_records(20))
         rows = target.read_all(second, expected=20, timeout_s=60)
         assert Counter(rec.value for _p, _o, rec in rows) == Counter(r.value for r in make_records(20))
+    finally:
+        assert mirror.stop(signal.SIGTERM) == 143, mirror.log()
+
+
+@pytest.mark.needs_kafka_feature("a deleted topic's metadata that librdkafka survives (see the next test)")
+def test_a_source_topic_deleted_while_mirroring(tmp_path, source, target, files):
+    """Kafka's MirrorMakerIntegrationTest.testCommitOffsetsRemoveNonExistentTopics: the mirror
+    keeps mirroring the other topics, and the deleted topic's offsets are dropped, not retried."""
+    prefix = unique("del")
+    doomed, kept = f"{prefix}-a", f"{prefix}-b"
+    for name in (doomed, kept):
+        source.create_topic(name=name, partitions=2)
+    mirror = MirrorProcess(mirror_args(files, f"{prefix}-.*", "--offset.commit.interval.ms", "300"),
+                           tmp_path / "m.log")
+    stream = BackgroundProducer(source, kept, rate=200).start()
+    try:
+        source.seed(doomed, make_records(100, "doomed"))
+        target.read_all(doomed, expected=100, timeout_s=60)
+        wait_until(lambda: sum(source.committed(files.group, doomed).values()) == 100, 30, "a commit on both")
+        source.delete_topics(doomed)
+        mirror.wait_for_log(f"-['{doomed}']", 30)  # the subscription drops it
+        after = len(stream.acked)
+        wait_until(lambda: len(stream.acked) > after + 400, 30, "the producer to go on")
+        acked = stream.stop()
+        target.read_values(kept, acked, timeout_s=60)
+        assert mirror.process.poll() is None, mirror.log()
+        wait_until(lambda: sum(source.committed(files.group, kept).values()) >= len(acked), 30,
+                   "the kept topic committed to its end")
+    finally:
+        stream.stop()
+        status = mirror.stop(signal.SIGTERM)
+    assert status == 143, mirror.log()
+    assert " ERROR " not in mirror.log()
+
+
+@pytest.mark.skipif(not on_tansu(), reason="a crash only Tansu's metadata triggers")
+def test_on_tansu_a_deleted_topic_crashes_librdkafka_and_a_restart_loses_nothing(tmp_path, source, target, files):
+    """On Tansu, deleting a subscribed topic makes librdkafka 2.16 crash (SIGSEGV, exit -11) right
+    after 'Topic (null) not found in cache', with or without the mirror's code. What systemd's
+    Restart=on-failure (or Spark's job restart) then does must lose nothing."""
+    prefix = unique("del")
+    doomed, kept = f"{prefix}-a", f"{prefix}-b"
+    for name in (doomed, kept):
+        source.create_topic(name=name, partitions=2)
+    args = mirror_args(files, f"{prefix}-.*", "--offset.commit.interval.ms", "300")
+    mirror = MirrorProcess(args, tmp_path / "crashed.log")
+    stream = BackgroundProducer(source, kept, rate=200).start()
+    try:
+        wait_until(lambda: sum(source.committed(files.group, kept).values()) > 50, 60, "a first commit")
+        source.delete_topics(doomed)
+        assert mirror.wait(60) == -signal.SIGSEGV, mirror.log()
+        mirror = MirrorProcess(args, tmp_path / "restarted.log")  # systemd: Restart=on-failure
+        mirror.wait_for_log("Assigned", 60)
+    finally:
+        acked = stream.stop()
+    try:
+        target.read_values(kept, acked, timeout_s=90)
     finally:
         assert mirror.stop(signal.SIGTERM) == 143, mirror.log()

@@ -1,8 +1,6 @@
-"""Target topic creation: the source's partition count, once, and a clear error when refused.
-
-The test broker accepts every creation, so the refusal path is tested here with a stand-in
-AdminClient; on your own clusters (ACLs without CREATE) it is the same code path.
-"""
+"""Target topic creation (the source's partition count, once, a clear error when refused) and
+the topics' max.message.bytes, with a stand-in AdminClient; test_security.py refuses a creation
+with a real ACL on Apache Kafka."""
 
 from concurrent.futures import Future
 from types import SimpleNamespace
@@ -15,9 +13,10 @@ from mirror_maker.errors import ClientFailed
 
 
 class FakeAdmin:
-    def __init__(self, topics, create_error=None):
+    def __init__(self, topics, create_error=None, limits=None):
         self.topics = dict(topics)
         self.create_error = create_error
+        self.limits = limits or {}
         self.created = []
         self.unreachable = False
 
@@ -39,6 +38,16 @@ class FakeAdmin:
                 self.topics[new.topic] = new.num_partitions
                 future.set_result(None)
             futures[new.topic] = future
+        return futures
+
+    def describe_configs(self, resources, request_timeout=None):
+        futures = {}
+        for resource in resources:
+            future = Future()
+            limit = self.limits.get(resource.name)
+            future.set_result({} if limit is None else
+                              {"max.message.bytes": SimpleNamespace(value=str(limit))})
+            futures[resource] = future
         return futures
 
 
@@ -88,3 +97,13 @@ def test_unreachable_target_is_checked_again_later_not_fatal(caplog):
     assert target.created == [("orders", 4)]
     topics.retry_pending()
     assert target.created == [("orders", 4)]
+
+
+def test_a_target_topic_taking_smaller_batches_than_the_producer_makes_gets_a_warning(caplog):
+    source, target = FakeAdmin({"orders": 1, "small": 1}), FakeAdmin({"orders": 1, "small": 1},
+                                                                     limits={"orders": 2000000, "small": 10000})
+    topics = TargetTopics(source, target, batch_bytes=1000000)
+    topics.ensure({"orders": ["orders"], "small": ["small"]})
+    assert topics.max_message_bytes == {"orders": 2000000, "small": 10000}
+    warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert len(warnings) == 1 and "small" in warnings[0] and "set batch.size to at most 10000" in warnings[0]
