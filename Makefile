@@ -38,8 +38,11 @@ $(BENCH_VENV)/.installed: setup.cfg pyproject.toml benchmarks/requirements.txt
 	$(BENCH_VENV)/bin/pip install --quiet -e '.[embedded,spark]' -r benchmarks/requirements.txt
 	touch $@
 
+## The commit whose mirror the benchmark runs next to today's (before -> after, same run).
+BENCH_BASELINE ?= 6848b87
+
 bench: $(BENCH_VENV)/.installed
-	$(BENCH_VENV)/bin/python benchmarks/bench.py --peers-python $(BENCH_VENV)/bin/python $(BENCH_ARGS)
+	$(BENCH_VENV)/bin/python benchmarks/bench.py --peers-python $(BENCH_VENV)/bin/python --baseline $(BENCH_BASELINE) $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) $(BENCH_VENV) demo-work .pytest_cache

@@ -1,12 +1,21 @@
-"""Mirror throughput against the Python client's limits and against peers, on embedded brokers.
+"""Mirror throughput against the Python client's limits and against peers, on Apache Kafka and on
+Tansu, in one run.
 
-A benchmark, not a test: it prints numbers and writes a report. For each workload (record size
-x count, 8 partitions, compression none and lz4) it measures, on the same brokers in the same
-run: the produce-only and consume-only limits (limit.py), our mirror end to end with
---num.streams 1, 2 and 4 and with --spark (local mode, 2 streams) (from process start until it
-exits caught up, every record on the target), and two peers a Python user would pick instead (peers/). For each: records/s, MB/s,
-CPU seconds per GB and peak RSS, medians of --runs runs. Then the cost growth (partitions and
-topics), a profile of the 100 B mirror, results/<date>.json, results/<date>.md and a PNG plot.
+A benchmark, not a test: it prints numbers and writes a report. For each broker kind (Apache
+Kafka 4.x from Maven jars first, the ground truth; then Tansu, the demo's embedded broker) and
+each workload (record size x count, 8 partitions, compression none and lz4) it measures, on the
+same brokers in the same run: the produce-only and consume-only limits of the Python client
+(limit.py), our mirror with --num.streams 1, 2 and 4 and with --spark, and peers: on Kafka,
+Kafka's own MirrorMaker v1 (3.9, run as kafka-mirror-maker.sh runs it) and MirrorMaker 2
+(dedicated mode, tasks = streams); on both, the plain confluent-kafka loop; on Tansu,
+quix-streams' replicator. For each: records/s, MB/s, CPU seconds per GB (JVMs included) and
+peak RSS, medians of --runs runs; then the cost growth, a profile, results/<date>.json, .md, .png.
+
+How a run is timed. On Apache Kafka every tool is timed the same way: from process start until
+a watcher sees every record on the target (exact high watermarks), then SIGTERM; the time to the
+first mirrored record and the time from SIGTERM to exit are reported too. On Tansu, whose
+ListOffsets is wrong, the mirror exits by itself (--exit.when.caught.up) and the peers after
+their count: from process start to exit.
 
     .venv-bench/bin/python benchmarks/bench.py --runs 3          # what `make bench` runs
 """
@@ -19,6 +28,7 @@ import json
 import os
 import platform
 import re
+import signal
 import statistics
 import subprocess
 import sys
@@ -26,32 +36,27 @@ import tempfile
 import time
 from collections import Counter
 from pathlib import Path
+from typing import Callable, Dict, List, Optional
 
 from confluent_kafka import Producer, libversion
-from confluent_kafka.admin import AdminClient, NewTopic
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from mirror_maker.embedded import EmbeddedBroker, die_with_parent  # noqa: E402
-
 HERE = Path(__file__).resolve().parent
-PARTITIONS = 8
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(HERE))
+
+from brokers import KINDS, PARTITIONS, Brokers  # noqa: E402
+from mirror_maker.embedded import die_with_parent  # noqa: E402
+
 WORKLOADS = [(100, 1_000_000), (1000, 200_000), (102400, 2_000)]
 GROUP_SETTINGS = "session.timeout.ms=2000\nheartbeat.interval.ms=200\nmax.poll.interval.ms=60000\n"
-
-
-def create_topic(bootstrap: str, topic: str, partitions: int = PARTITIONS) -> None:
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    admin.create_topics([NewTopic(topic, num_partitions=partitions)])[topic].result()
-
-
-def create_topics(bootstrap: str, topics, partitions: int) -> None:
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    for start in range(0, len(topics), 200):
-        futures = admin.create_topics([NewTopic(t, num_partitions=partitions) for t in topics[start:start + 200]])
-        for future in futures.values():
-            future.result()
+WATCH_STEP_S = 0.05
+#: What record mode's defaults were before the throughput work: a row with them shows what the
+#: new defaults gained, in the same run, on the same code.
+PREVIOUS_DEFAULTS = {"consumer": "fetch.queue.backoff.ms=1000\n",
+                     "producer": "max.in.flight.requests.per.connection=1\ndelivery.report.only.error=false\n"}
+#: A run that has not mirrored everything by then has failed.
+RUN_TIMEOUT_S = 600
 
 
 def seed(bootstrap: str, topics, size: int, count: int, compression: str) -> None:
@@ -101,48 +106,72 @@ def tree_usage(root_pid: int) -> dict:
     return usage
 
 
-def measure(command, log_path: Path, env=None, whole_tree: bool = False) -> dict:
-    """Run ``command`` as a child; wall time, CPU and peak RSS of that child (wait4).
+def measure(command, log_path: Path, env=None, whole_tree: bool = False,
+            watch: Optional[Callable[[], Optional[int]]] = None, expected: int = 0) -> dict:
+    """Run ``command`` as a child: CPU and peak RSS from wait4 (or, ``whole_tree``, sampled over
+    the process tree every 0.5 s), and the time it took.
 
-    ``whole_tree``: the child starts other processes (Spark's JVM and Python workers), so both
-    are taken over the process tree, sampled every 0.5 s: the peak of the summed RSS, and the
-    sum of each process's last seen CPU time (at most 0.5 s of each process's end is missed).
+    With ``watch`` (the records on the target now), the run is timed until ``expected`` records
+    are there; the child then gets SIGTERM, and the first record's arrival and the stop are timed
+    too. Without it, the child is timed until it exits by itself.
     """
     started = time.monotonic()
-    peak_tree, cpu_seen = 0, {}
+    peak_tree, cpu_seen, sample_at = 0, {}, 0.0
+    first = done = stop_sent = None
     with open(log_path, "wb") as log:
         process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, cwd=str(ROOT),
                                    env={**os.environ, **(env or {})}, preexec_fn=die_with_parent())
-        if not whole_tree:
-            _pid, status, usage = os.wait4(process.pid, 0)
-        else:
-            while True:
-                pid, status, usage = os.wait4(process.pid, os.WNOHANG)
-                if pid:
-                    break
+        while True:
+            pid, status, usage = os.wait4(process.pid, os.WNOHANG)
+            if pid:
+                break
+            now = time.monotonic()
+            if whole_tree and now >= sample_at:
+                sample_at = now + 0.5
                 sample = tree_usage(process.pid)
                 peak_tree = max(peak_tree, sum(rss for rss, _cpu in sample.values()))
-                cpu_seen.update({pid: cpu for pid, (_rss, cpu) in sample.items()})
-                time.sleep(0.5)
+                cpu_seen.update({p: cpu for p, (_rss, cpu) in sample.items()})
+            if watch is not None and done is None:
+                on_target = watch() or 0
+                if first is None and on_target > 0:
+                    first = now - started
+                if on_target >= expected or now - started > RUN_TIMEOUT_S:
+                    done = now - started if on_target >= expected else None
+                    stop_sent = time.monotonic()
+                    os.kill(process.pid, signal.SIGTERM)  # not send_signal: it would reap the child
+                    if done is None:
+                        break
+            elif watch is None and now - started > RUN_TIMEOUT_S:
+                process.kill()
+            time.sleep(WATCH_STEP_S if watch is not None and done is None else 0.05)
+        if not pid:
+            _pid, status, usage = os.wait4(process.pid, 0)
+        elif watch is not None and done is None and (watch() or 0) >= expected:
+            done = time.monotonic() - started  # a tool that stops by itself after its count
+    ended = time.monotonic()
     cpu = usage.ru_utime + usage.ru_stime
     if whole_tree:
         cpu = max(cpu, sum(cpu_seen.values()))
-    return {"exit": os.waitstatus_to_exitcode(status), "seconds": time.monotonic() - started,
-            "cpu_seconds": cpu, "peak_rss_mb": peak_tree / 2**20 if whole_tree else usage.ru_maxrss / 1024,
-            "log": log_path}
+    result = {"exit": os.waitstatus_to_exitcode(status), "cpu_seconds": cpu,
+              "peak_rss_mb": peak_tree / 2**20 if whole_tree else usage.ru_maxrss / 1024, "log": log_path}
+    if watch is not None:
+        result.update(seconds=done if done is not None else float("nan"), first_record_s=first,
+                      stop_s=ended - stop_sent if stop_sent else None, mirrored=done is not None)
+    else:
+        result.update(seconds=ended - started)
+    return result
 
 
-def mirror_command(work: Path, source: str, target: str, include: str, streams: int,
-                   compression: str, tag: str, *extra: str, log_level: str = "WARN"):
-    consumer = work / f"{tag}-consumer.properties"
-    consumer.write_text(f"bootstrap.servers={source}\ngroup.id={tag}-{time.time_ns()}\n"
-                        f"auto.offset.reset=earliest\n{GROUP_SETTINGS}")
-    producer = work / f"{tag}-producer.properties"
-    producer.write_text(f"bootstrap.servers={target}\ncompression.type={compression}\n"
-                        "max.request.size=10000000\n")
-    return [sys.executable, str(ROOT / "bin" / "kafka-mirror-maker.py"), "--consumer.config", str(consumer),
-            "--producer.config", str(producer), "--include", include, "--num.streams", str(streams),
-            "--exit.when.caught.up", "--log.level", log_level, "--status.interval.ms", "0", *extra]
+def properties(work: Path, tag: str, source: str, target: str, compression: str,
+               consumer: str = "", producer: str = ""):
+    """The consumer and producer files every mirror of a run shares (Kafka's tools too)."""
+    consumer_file = work / f"{tag}-consumer.properties"
+    consumer_file.write_text(f"bootstrap.servers={source}\ngroup.id={tag}-{time.time_ns()}\n"
+                             f"auto.offset.reset=earliest\n{GROUP_SETTINGS}{consumer}")
+    producer_file = work / f"{tag}-producer.properties"
+    producer_file.write_text(f"bootstrap.servers={target}\ncompression.type={compression}\n"
+                             f"max.request.size=10000000\n{producer}")
+    return consumer_file, producer_file
 
 
 def spark_startup_s(log: Path) -> float:
@@ -162,131 +191,236 @@ def caught_up_count(log: Path) -> int:
 
 
 def summarize(samples, records: int, size: int) -> dict:
-    seconds = statistics.median(s["seconds"] for s in samples)
-    cpu = statistics.median(s["cpu_seconds"] for s in samples)
+    good = [s for s in samples if s["ok"]] or samples
+    seconds = statistics.median(s["seconds"] for s in good)
+    cpu = statistics.median(s["cpu_seconds"] for s in good)
     gigabytes = records * size / 1e9
-    summary = {"records_per_s": round(records / seconds), "mb_per_s": round(records * size / seconds / 1e6, 1),
+    summary = {"records_per_s": round(records / seconds) if seconds == seconds else 0,
+               "mb_per_s": round(records * size / seconds / 1e6, 1) if seconds == seconds else 0,
                "seconds": round(seconds, 2), "cpu_s_per_gb": round(cpu / gigabytes, 1),
-               "peak_rss_mb": round(statistics.median(s["peak_rss_mb"] for s in samples), 1),
-               "runs": len(samples), "ok": all(s.get("ok", s["exit"] == 0) for s in samples)}
-    if all("startup_s" in s for s in samples):
-        startup = statistics.median(s["startup_s"] for s in samples)
-        summary["startup_s"] = round(startup, 2)
-        summary["records_per_s_after_start"] = round(records / max(seconds - startup, 1e-9))
+               "peak_rss_mb": round(statistics.median(s["peak_rss_mb"] for s in good), 1),
+               "runs": len(samples), "ok": all(s["ok"] for s in samples)}
+    for key in ("first_record_s", "stop_s", "startup_s"):
+        values = [s[key] for s in good if s.get(key) is not None]
+        if values:
+            summary[key] = round(statistics.median(values), 2)
+    if "startup_s" in summary:
+        summary["records_per_s_after_start"] = round(records / max(seconds - summary["startup_s"], 1e-9))
     return summary
 
 
 class Bench:
     def __init__(self, args, work: Path) -> None:
         self.args, self.work = args, work
-        self.results = {"workloads": [], "growth": []}
-        self.peers_python = args.peers_python
+        self.results: Dict[str, dict] = {}
+        self.baseline = None
+        if args.baseline:
+            self.baseline = work / "baseline"
+            subprocess.run(["git", "worktree", "add", "--detach", "-q", str(self.baseline), args.baseline],
+                           cwd=ROOT, check=True)
 
-    def workload(self, size: int, count: int, compression: str) -> None:
+    def close(self) -> None:
+        if self.baseline is not None:
+            subprocess.run(["git", "worktree", "remove", "--force", str(self.baseline)], cwd=ROOT)
+
+    # -- one broker kind -----------------------------------------------------------------
+
+    def run_kind(self, kind: str, workloads) -> None:
+        print(f"\n#### {kind}", flush=True)
+        section = self.results.setdefault(kind, {"workloads": []})
+        with KINDS[kind](self.work / kind) as brokers:
+            for size, count in workloads:
+                for compression in self.args.compressions.split(","):
+                    section["workloads"].append(self.workload(brokers, size, count, compression))
+
+    def rows(self, kind: str, streams_list) -> List[tuple]:
+        """(label, run function) of every measured tool on this broker kind."""
+        rows = [(f"mirror, --num.streams {n}", self._ours(n)) for n in streams_list]
+        rows.append(("mirror, --num.streams 1, previous defaults",
+                     self._ours(1, consumer=PREVIOUS_DEFAULTS["consumer"], producer=PREVIOUS_DEFAULTS["producer"])))
+        if self.baseline is not None:
+            rows.append((f"mirror at {self.args.baseline}, --num.streams 1", self._ours(1, root=self.baseline)))
+        rows += [(f"mirror --spark, --num.streams {n}", self._ours(n, spark=True)) for n in self.args.spark_streams]
+        if kind == "kafka":
+            rows += [(f"Kafka MirrorMaker v1, --num.streams {n}", self._mm1(n)) for n in self.args.peer_streams]
+            rows += [(f"Kafka MirrorMaker 2, tasks.max {n}", self._mm2(n)) for n in self.args.peer_streams]
+        rows.append(("peer: confluent loop", self._python_peer("confluent_loop")))
+        if kind == "tansu" and self.args.peers_python:
+            rows.append(("peer: quix replicator", self._python_peer("quix_replicator")))
+        if self.args.only:
+            rows = [row for row in rows if re.search(self.args.only, row[0])]
+        return rows
+
+    def workload(self, brokers: Brokers, size: int, count: int, compression: str) -> dict:
         name = f"{size} B x {count:,} ({compression})"
-        print(f"\n== {name}", flush=True)
+        print(f"\n== {brokers.kind}: {name}", flush=True)
         row = {"record_bytes": size, "records": count, "compression": compression, "results": {}}
-        with EmbeddedBroker("source", self.work) as source, EmbeddedBroker("target", self.work) as target:
-            topic = f"w{size}{compression}"
-            create_topic(source.bootstrap, topic)
-            seed(source.bootstrap, [topic], size, count, compression)
-            row["results"]["limit: produce only"] = self._limit("produce", target, size, count, compression)
-            row["results"]["limit: consume only"] = self._limit("consume", source, size, count, compression, topic)
-            for streams in self.args.streams:
-                row["results"][f"mirror, --num.streams {streams}"] = self._repeat(
-                    lambda i: self._mirror(source, target, topic, streams, compression, count, f"m{streams}-{i}"),
-                    count, size)
-            for streams in self.args.spark_streams:
-                row["results"][f"mirror --spark, --num.streams {streams}"] = self._repeat(
-                    lambda i: self._mirror(source, target, topic, streams, compression, count,
-                                           f"s{streams}-{i}", spark=True), count, size)
-            if self.peers_python:
-                for peer in ("confluent_loop", "quix_replicator"):
-                    row["results"][f"peer: {peer.replace('_', ' ')}"] = self._repeat(
-                        lambda i: self._peer(peer, source, target, topic, compression, count, f"{peer}-{i}"),
-                        count, size)
-        for label, result in row["results"].items():
-            print(f"  {label:<28} {result['records_per_s']:>9,} rec/s {result['mb_per_s']:>7} MB/s "
-                  f"{result['cpu_s_per_gb']:>6} CPU s/GB {result['peak_rss_mb']:>7} MB RSS"
-                  f"{'' if result['ok'] else '  (FAILED)'}", flush=True)
-        self.results["workloads"].append(row)
+        topic = f"w{size}{compression}"
+        brokers.create_topic(brokers.source.bootstrap, topic)
+        seed(brokers.source.bootstrap, [topic], size, count, compression)
+        row["results"]["limit: produce only"] = self._limit("produce", brokers, size, count, compression)
+        row["results"]["limit: consume only"] = self._limit("consume", brokers, size, count, compression, topic)
+        rows = self.rows(brokers.kind, self.args.streams)
+        if rows and self.args.warmup:  # the first run after seeding is slower for every tool: not measured
+            rows[0][1](brokers, topic, compression, count, f"{brokers.kind}-warmup")
+        for label, run in rows:
+            row["results"][label] = summarize(
+                [run(brokers, topic, compression, count, f"{brokers.kind}-{re.sub(r'[^a-z0-9]+', '-', label.lower())}-{i}")
+                 for i in range(self.args.runs)], count, size)
+            self._print(label, row["results"][label])
+        return row
 
-    def _repeat(self, run_once, count: int, size: int) -> dict:
-        return summarize([run_once(i) for i in range(self.args.runs)], count, size)
+    @staticmethod
+    def _print(label: str, r: dict) -> None:
+        extra = ""
+        if "first_record_s" in r:
+            extra = f"  first record {r['first_record_s']} s, stop {r.get('stop_s')} s"
+        print(f"  {label:<40} {r['records_per_s']:>9,} rec/s {r['mb_per_s']:>7} MB/s "
+              f"{r['cpu_s_per_gb']:>6} CPU s/GB {r['peak_rss_mb']:>7} MB RSS{extra}"
+              f"{'' if r['ok'] else '  (FAILED)'}", flush=True)
 
-    def _limit(self, mode, broker, size, count, compression, topic=None) -> dict:
+    # -- what is measured ------------------------------------------------------------------
+
+    def _limit(self, mode, brokers, size, count, compression, topic=None) -> dict:
+        broker = brokers.target if mode == "produce" else brokers.source
+
         def once(i):
             name = topic or f"limit-{size}-{compression}-{i}-{time.time_ns()}"
             if mode == "produce":
-                create_topic(broker.bootstrap, name)
+                brokers.create_topic(broker.bootstrap, name)
             command = [sys.executable, str(HERE / "limit.py"), mode, broker.bootstrap, name, str(count),
                        str(size), "--compression", compression]
             sample = measure(command, self.work / f"limit-{mode}-{i}.log")
             inner = json.loads(sample["log"].read_text().strip().splitlines()[-1])
             sample["seconds"] = inner["seconds"]  # the client's own loop, without interpreter start
+            sample["ok"] = sample["exit"] == 0
             return sample
-        return self._repeat(once, count, size)
+        result = summarize([once(i) for i in range(self.args.runs)], count, size)
+        self._print(f"limit: {mode} only", result)
+        return result
 
-    def _fresh_target(self, target, topic):
-        target.restart()  # memory storage: an empty broker, so runs do not pile up data
-        create_topic(target.bootstrap, topic)
-
-    def _mirror(self, source, target, topic, streams, compression, count, tag, spark=False) -> dict:
-        self._fresh_target(target, topic)
-        extra = ("--spark",) if spark else ()
-        sample = measure(mirror_command(self.work, source.bootstrap, target.bootstrap, topic, streams,
-                                        compression, tag, *extra, log_level="INFO" if spark else "WARN"),
-                         self.work / f"{tag}.log", whole_tree=spark)
-        sample["ok"] = sample["exit"] == 0 and caught_up_count(sample["log"]) == count
-        if spark:
-            sample["startup_s"] = spark_startup_s(sample["log"])
+    def _timed(self, brokers: Brokers, topic: str, count: int, command, tag: str, *, self_exit: bool,
+               whole_tree: bool = False, env=None) -> dict:
+        """Run one tool on a fresh target topic, timed as the module docstring says."""
+        brokers.fresh_target(topic)
+        watch = None if brokers.kind == "tansu" else (lambda: brokers.end_offsets(topic))
+        sample = measure(command, self.work / f"{tag}.log", env=env, whole_tree=whole_tree,
+                         watch=watch, expected=count)
+        if watch is not None:
+            sample["ok"] = sample["mirrored"] and sample["exit"] in (0, 143)
+        else:
+            sample["ok"] = sample["exit"] == 0 and (not self_exit or caught_up_count(sample["log"]) == count)
         if not sample["ok"]:
             print(f"    {tag}: exit {sample['exit']}, see its log:\n"
                   + "".join(sample["log"].read_text(errors="replace").splitlines(True)[-5:]), flush=True)
         return sample
 
-    def _peer(self, peer, source, target, topic, compression, count, tag) -> dict:
-        self._fresh_target(target, topic)
-        command = [self.peers_python, str(HERE / "peers" / f"{peer}.py"), source.bootstrap,
-                   target.bootstrap, topic, str(count), "--compression", compression]
-        sample = measure(command, self.work / f"{tag}.log")
-        sample["ok"] = sample["exit"] == 0
-        return sample
+    def _ours(self, streams: int, spark: bool = False, extra=(), consumer: str = "", producer: str = "",
+              root: Path = ROOT):
+        """Our mirror (``root``: a checkout of another commit, for a before -> after row)."""
+        def run(brokers, topic, compression, count, tag):
+            consumer_file, producer_file = properties(self.work, tag, brokers.source.bootstrap,
+                                                      brokers.target.bootstrap, compression, consumer, producer)
+            command = [sys.executable, str(root / "bin" / "kafka-mirror-maker.py"), "--consumer.config",
+                       str(consumer_file), "--producer.config", str(producer_file), "--include", topic,
+                       "--num.streams", str(streams), "--status.interval.ms", "0",
+                       "--log.level", "INFO" if spark else "WARN", *extra]
+            if spark:
+                command.append("--spark")
+            if brokers.kind == "tansu":
+                command.append("--exit.when.caught.up")
+            sample = self._timed(brokers, topic, count, command, tag, self_exit=brokers.kind == "tansu",
+                                 whole_tree=spark)
+            if spark:
+                sample["startup_s"] = spark_startup_s(sample["log"])
+            return sample
+        return run
 
-    def growth(self) -> None:
-        print("\n== cost growth (1 KB records, one run each)", flush=True)
-        size = 1000
+    def _mm1(self, streams: int):
+        from tests.brokers.java_mirror_makers import mirror_maker_v1
+
+        def run(brokers, topic, compression, count, tag):
+            consumer_file, producer_file = properties(self.work, tag, brokers.source.bootstrap,
+                                                      brokers.target.bootstrap, compression)
+            command = mirror_maker_v1(["--consumer.config", str(consumer_file), "--producer.config",
+                                       str(producer_file), "--include", topic, "--num.streams", str(streams)],
+                                      self.work / tag)
+            return self._timed(brokers, topic, count, command, tag, self_exit=False)
+        return run
+
+    def _mm2(self, tasks: int):
+        from tests.brokers.java_mirror_makers import mirror_maker_2, mirror_maker_2_properties
+
+        def run(brokers, topic, compression, count, tag):
+            # The same producer settings as the other tools' producer.properties, for the target; new
+            # aliases each run, so Connect does not resume from the previous run's stored offsets.
+            run_id = time.time_ns()
+            props = mirror_maker_2_properties(brokers.source.bootstrap, brokers.target.bootstrap, topic, tasks, {
+                f"T{run_id}.producer.compression.type": compression,
+                f"T{run_id}.producer.max.request.size": 10000000}, aliases=(f"S{run_id}", f"T{run_id}"))
+            command = mirror_maker_2(props, self.work / tag)
+            return self._timed(brokers, topic, count, command, tag, self_exit=False)
+        return run
+
+    def _python_peer(self, peer: str):
+        python = self.args.peers_python if peer == "quix_replicator" else sys.executable
+
+        def run(brokers, topic, compression, count, tag):
+            command = [python, str(HERE / "peers" / f"{peer}.py"), brokers.source.bootstrap,
+                       brokers.target.bootstrap, topic, str(count), "--compression", compression]
+            return self._timed(brokers, topic, count, command, tag, self_exit=False)
+        return run
+
+    # -- growth and profile ----------------------------------------------------------------
+
+    def growth(self, kind: str) -> None:
+        print(f"\n== cost growth on {kind} (1 KB records, one run each)", flush=True)
+        size, out = 1000, self.results[kind].setdefault("growth", [])
         cases = [("partitions", n, 1, n, 40_000) for n in (8, 64, 512)]
         cases += [("topics", n, n, 1, 40_000) for n in (1, 100, 1000)]
         for axis, value, topics, partitions, count in cases:
-            with EmbeddedBroker("source", self.work) as source, EmbeddedBroker("target", self.work) as target:
+            with KINDS[kind](self.work / f"growth-{axis}-{value}") as brokers:
                 names = [f"g{axis[0]}{value}-{i}" for i in range(topics)]
-                create_topics(source.bootstrap, names, partitions)
-                create_topics(target.bootstrap, names, partitions)
-                seed(source.bootstrap, names, size, count, "none")
-                sample = measure(mirror_command(self.work, source.bootstrap, target.bootstrap,
-                                                f"g{axis[0]}{value}-.*", 1, "none", f"g{axis}{value}"),
-                                 self.work / f"growth-{axis}-{value}.log")
+                for start in range(0, len(names), 200):
+                    from confluent_kafka.admin import AdminClient, NewTopic
+
+                    for bootstrap in (brokers.source.bootstrap, brokers.target.bootstrap):
+                        admin = AdminClient({"bootstrap.servers": bootstrap})
+                        for future in admin.create_topics([NewTopic(t, num_partitions=partitions)
+                                                           for t in names[start:start + 200]]).values():
+                            future.result()
+                seed(brokers.source.bootstrap, names, size, count, "none")
+                consumer_file, producer_file = properties(self.work, f"g{axis}{value}", brokers.source.bootstrap,
+                                                          brokers.target.bootstrap, "none")
+                command = [sys.executable, str(ROOT / "bin" / "kafka-mirror-maker.py"), "--consumer.config",
+                           str(consumer_file), "--producer.config", str(producer_file), "--include",
+                           f"g{axis[0]}{value}-.*", "--exit.when.caught.up", "--log.level", "WARN",
+                           "--status.interval.ms", "0"]
+                sample = measure(command, self.work / f"growth-{axis}-{value}.log")
                 ok = sample["exit"] == 0 and caught_up_count(sample["log"]) == count
                 result = summarize([{**sample, "ok": ok}], count, size)
                 result.update(axis=axis, value=value, topics=topics, partitions_per_topic=partitions)
-                self.results["growth"].append(result)
+                out.append(result)
                 print(f"  {axis:<10} {value:>5}: {result['records_per_s']:>8,} rec/s, {result['seconds']:>6} s, "
                       f"{result['peak_rss_mb']:>6} MB RSS{'' if ok else '  (FAILED)'}", flush=True)
 
-    def profile(self) -> None:
+    def profile(self, kind: str) -> None:
         """Where the time goes for 100 B records: py-spy's self time per function."""
         py_spy = Path(sys.executable).parent / "py-spy"
         if not py_spy.exists():
             return
-        print("\n== profile (100 B x 300,000, --num.streams 1)", flush=True)
-        with EmbeddedBroker("source", self.work) as source, EmbeddedBroker("target", self.work) as target:
-            create_topic(source.bootstrap, "prof")
-            seed(source.bootstrap, ["prof"], 100, 300_000, "none")
+        print(f"\n== profile on {kind} (100 B x 300,000, --num.streams 1)", flush=True)
+        with KINDS[kind](self.work / "profile") as brokers:
+            brokers.create_topic(brokers.source.bootstrap, "prof")
+            brokers.create_topic(brokers.target.bootstrap, "prof")
+            seed(brokers.source.bootstrap, ["prof"], 100, 300_000, "none")
+            consumer_file, producer_file = properties(self.work, "prof", brokers.source.bootstrap,
+                                                      brokers.target.bootstrap, "none")
             raw = self.work / "profile.txt"
             command = [str(py_spy), "record", "--format", "raw", "-o", str(raw), "--rate", "250",
-                       "--nonblocking", "--"] + mirror_command(self.work, source.bootstrap, target.bootstrap,
-                                                               "prof", 1, "none", "prof")
+                       "--nonblocking", "--", sys.executable, str(ROOT / "bin" / "kafka-mirror-maker.py"),
+                       "--consumer.config", str(consumer_file), "--producer.config", str(producer_file),
+                       "--include", "prof", "--exit.when.caught.up", "--log.level", "WARN"]
             measure(command, self.work / "profile.log")
         self_time, total = Counter(), 0
         for line in raw.read_text().splitlines():
@@ -294,48 +428,65 @@ class Bench:
             frame = stack.split(";")[-1]
             self_time[re.sub(r" \(/.*?/(mirror_maker|site-packages)/", r" (\1/", frame)] += int(samples)
             total += int(samples)
-        self.results["profile"] = [{"function": f, "percent": round(100 * n / total, 1)}
-                                   for f, n in self_time.most_common(12)]
-        for entry in self.results["profile"]:
+        self.results[kind]["profile"] = [{"function": f, "percent": round(100 * n / total, 1)}
+                                         for f, n in self_time.most_common(12)]
+        for entry in self.results[kind]["profile"]:
             print(f"  {entry['percent']:5.1f}%  {entry['function']}")
 
 
 def machine() -> dict:
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
                             text=True).stdout.strip() or "unknown"
+    from tests.brokers.apache_kafka import KAFKA_3_9, KAFKA_4, MIRROR_MAKER_2
+
     return {"date": datetime.date.today().isoformat(), "commit": commit, "cores": os.cpu_count(),
             "python": platform.python_version(), "librdkafka": libversion()[0],
-            "machine": platform.machine(), "kernel": platform.release()}
+            "machine": platform.machine(), "kernel": platform.release(),
+            "kafka": KAFKA_4, "mirror_maker_v1": KAFKA_3_9, "mirror_maker_2": MIRROR_MAKER_2.split("-")[-1]}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--brokers", default="kafka,tansu", help="broker kinds, in order: kafka, tansu")
     parser.add_argument("--streams", type=lambda s: [int(x) for x in s.split(",")], default=[1, 2, 4])
+    parser.add_argument("--peer-streams", type=lambda s: [int(x) for x in s.split(",") if x], default=[1, 2],
+                        help="--num.streams of Kafka's MirrorMaker v1 and tasks.max of MirrorMaker 2")
     parser.add_argument("--spark-streams", type=lambda s: [int(x) for x in s.split(",") if x], default=[2],
                         help="--num.streams of the --spark rows (empty: none)")
     parser.add_argument("--compressions", default="none,lz4")
+    parser.add_argument("--sizes", type=lambda s: [int(x) for x in s.split(",")], default=None,
+                        help="only these record sizes")
+    parser.add_argument("--only", default=None, help="a regex: only the rows whose label matches (limits always)")
     parser.add_argument("--peers-python", default=None,
-                        help="a Python with quixstreams installed (the benchmark's own venv); peers skipped without")
+                        help="a Python with quixstreams installed (the benchmark's own venv); quix skipped without")
+    parser.add_argument("--baseline", default=None,
+                        help="a commit whose mirror runs as a row too (before -> after in the same run)")
+    parser.add_argument("--warmup", type=int, default=1, help="a discarded run before each workload's rows")
     parser.add_argument("--skip-growth", action="store_true")
     parser.add_argument("--skip-profile", action="store_true")
     parser.add_argument("--quick", action="store_true", help="a tenth of the records, one run (a smoke test)")
     args = parser.parse_args()
-    workloads = [(size, count // 10 if args.quick else count) for size, count in WORKLOADS]
+    workloads = [(size, count // 10 if args.quick else count) for size, count in WORKLOADS
+                 if args.sizes is None or size in args.sizes]
     if args.quick:
         args.runs = 1
+    kinds = [k.strip() for k in args.brokers.split(",") if k.strip()]
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="mirror-bench-") as tmp:
         bench = Bench(args, Path(tmp))
-        for size, count in workloads:
-            for compression in args.compressions.split(","):
-                bench.workload(size, count, compression)
-        if not args.skip_growth:
-            bench.growth()
-        if not args.skip_profile:
-            bench.profile()
-    report = {"machine": machine(), "runs": args.runs, "minutes": round((time.monotonic() - started) / 60, 1),
-              **bench.results}
+        try:
+            for kind in kinds:
+                bench.run_kind(kind, workloads)
+            if not args.skip_growth:
+                bench.growth(kinds[0])
+            if not args.skip_profile:
+                bench.profile(kinds[0])
+        finally:
+            bench.close()
+    report = {"machine": machine(), "runs": args.runs, "baseline": args.baseline,
+              "minutes": round((time.monotonic() - started) / 60, 1),
+              "partitions": PARTITIONS, "brokers": bench.results}
     from report import write_report  # noqa: E402  (matplotlib only when a report is written)
 
     paths = write_report(report, HERE / "results")

@@ -1,5 +1,5 @@
 """Turns a benchmark run into results/<date>.json, results/<date>.md and results/<date>.png
-(also copied to results/latest.*, which the README shows)."""
+(also copied to results/latest.*, which the README shows): one table per broker kind."""
 
 from __future__ import annotations
 
@@ -7,48 +7,78 @@ import json
 import shutil
 from pathlib import Path
 
+TITLES = {"kafka": "Apache Kafka", "tansu": "Tansu (the embedded broker of make demo)"}
+TIMING = {
+    "kafka": "Every tool is timed the same way: from process start (JVM start and group join "
+             "included) until a watcher sees every record on the target; then SIGTERM.",
+    "tansu": "Limits are the client's own loop; the mirror and the peers are timed from process start "
+             "until every record is on the target and the process exited by itself.",
+}
+
+
+def _workload(row) -> str:
+    return f"{row['record_bytes']} B x {row['records']:,}"
+
+
+def _table(kind: str, section: dict, machine: dict) -> list:
+    lines = [f"## {TITLES.get(kind, kind)}", ""]
+    if kind == "kafka":
+        lines += [f"Brokers: Apache Kafka {machine.get('kafka')} (one KRaft node each, on this machine); "
+                  f"Kafka's MirrorMaker v1 from {machine.get('mirror_maker_v1')}, MirrorMaker 2 from "
+                  f"{machine.get('mirror_maker_2')} (dedicated mode, IdentityReplicationPolicy), their JVMs "
+                  "included in CPU and RSS.", ""]
+    lines += [TIMING.get(kind, ""), "",
+              "| Workload | Compression | Run | records/s | MB/s | CPU s/GB | Peak RSS MB | vs slower limit |",
+              "|---|---|---|---|---|---|---|---|"]
+    for row in section["workloads"]:
+        results = row["results"]
+        limit = min(results["limit: produce only"]["records_per_s"], results["limit: consume only"]["records_per_s"])
+        for label, r in results.items():
+            ratio = "" if label.startswith("limit") or not limit else f"{r['records_per_s'] / limit:.2f}"
+            flag = "" if r["ok"] else " (failed)"
+            lines.append(f"| {_workload(row)} | {row['compression']} | {label}{flag} | {r['records_per_s']:,} | "
+                         f"{r['mb_per_s']} | {r['cpu_s_per_gb']} | {r['peak_rss_mb']} | {ratio} |")
+    timed = [(row, label, r) for row in section["workloads"] for label, r in row["results"].items()
+             if "first_record_s" in r]
+    if timed:
+        lines += ["", f"### Start-up and stop on {TITLES.get(kind, kind)}", "",
+                  "Seconds from process start to the first record on the target, and from SIGTERM to exit.", "",
+                  "| Workload | Compression | Run | first record s | stop s |", "|---|---|---|---|---|"]
+        lines += [f"| {_workload(row)} | {row['compression']} | {label} | {r['first_record_s']} | {r.get('stop_s')} |"
+                  for row, label, r in timed]
+    spark = [(row, label, r) for row in section["workloads"] for label, r in row["results"].items()
+             if "startup_s" in r]
+    if spark:
+        lines += ["", f"### Spark mode on {TITLES.get(kind, kind)} (local mode, one JVM and one Python process "
+                  "per stream)", "",
+                  "The cold start is the JVM, the SparkContext and pyspark's worker daemon, until the first "
+                  "worker runs. CPU and RSS are summed over the whole process tree.", "",
+                  "| Workload | Compression | Run | records/s end to end | cold start s | records/s after it |"
+                  " CPU s/GB | Peak RSS MB (tree) |", "|---|---|---|---|---|---|---|---|"]
+        lines += [f"| {_workload(row)} | {row['compression']} | {label} | {r['records_per_s']:,} | {r['startup_s']} | "
+                  f"{r['records_per_s_after_start']:,} | {r['cpu_s_per_gb']} | {r['peak_rss_mb']} |"
+                  for row, label, r in spark]
+    if section.get("growth"):
+        lines += ["", f"### Cost growth on {TITLES.get(kind, kind)} (1 KB records, 40,000 in all, "
+                  "--num.streams 1, one run each)", "",
+                  "| Axis | Value | records/s | seconds | Peak RSS MB |", "|---|---|---|---|---|"]
+        lines += [f"| {g['axis']} | {g['value']} | {g['records_per_s']:,} | {g['seconds']} | {g['peak_rss_mb']} |"
+                  for g in section["growth"]]
+    if section.get("profile"):
+        lines += ["", f"### Where the time goes on {TITLES.get(kind, kind)} (100 B records, py-spy self time)", "",
+                  "| % of samples | Function |", "|---|---|"]
+        lines += [f"| {p['percent']} | `{p['function']}` |" for p in section["profile"]]
+    return lines + [""]
+
 
 def markdown(report: dict) -> str:
     m = report["machine"]
     lines = [f"# Mirror benchmark, {m['date']} (commit {m['commit']})", "",
-             f"{m['cores']} cores, Python {m['python']}, librdkafka {m['librdkafka']}, "
-             f"{m['machine']}; medians of {report['runs']} runs; embedded brokers (Tansu) on the same "
-             f"machine; {report['minutes']} minutes in all.", "",
-             "Limits are the client's own loop (no interpreter start); the mirror and the peers are "
-             "measured end to end, from process start (group join included) until every record is on "
-             "the target and the process has exited.", "",
-             "| Workload | Compression | Run | records/s | MB/s | CPU s/GB | Peak RSS MB | vs slower limit |",
-             "|---|---|---|---|---|---|---|---|"]
-    for row in report["workloads"]:
-        results = row["results"]
-        limit = min(results["limit: produce only"]["records_per_s"], results["limit: consume only"]["records_per_s"])
-        for label, r in results.items():
-            ratio = "" if label.startswith("limit") else f"{r['records_per_s'] / limit:.2f}"
-            flag = "" if r["ok"] else " (failed)"
-            lines.append(f"| {row['record_bytes']} B x {row['records']:,} | {row['compression']} | {label}{flag} | "
-                         f"{r['records_per_s']:,} | {r['mb_per_s']} | {r['cpu_s_per_gb']} | {r['peak_rss_mb']} | {ratio} |")
-    spark = [(row, label, r) for row in report["workloads"] for label, r in row["results"].items()
-             if "startup_s" in r]
-    if spark:
-        lines += ["", "## Spark mode (local mode, one JVM and one Python process per stream)", "",
-                  "End to end includes the cold start: the JVM, the SparkContext and pyspark's worker "
-                  "daemon, until the first worker runs. CPU and RSS are summed over the whole process "
-                  "tree (driver, JVM, workers).", "",
-                  "| Workload | Compression | Run | records/s end to end | cold start s | records/s after it |"
-                  " CPU s/GB | Peak RSS MB (tree) |", "|---|---|---|---|---|---|---|---|"]
-        for row, label, r in spark:
-            lines.append(f"| {row['record_bytes']} B x {row['records']:,} | {row['compression']} | {label} | "
-                         f"{r['records_per_s']:,} | {r['startup_s']} | {r['records_per_s_after_start']:,} | "
-                         f"{r['cpu_s_per_gb']} | {r['peak_rss_mb']} |")
-    if report.get("growth"):
-        lines += ["", "## Cost growth (1 KB records, 40,000 in all, --num.streams 1, one run each)", "",
-                  "| Axis | Value | records/s | seconds | Peak RSS MB |", "|---|---|---|---|---|"]
-        for g in report["growth"]:
-            lines.append(f"| {g['axis']} | {g['value']} | {g['records_per_s']:,} | {g['seconds']} | {g['peak_rss_mb']} |")
-    if report.get("profile"):
-        lines += ["", "## Where the time goes (100 B records, py-spy self time)", "",
-                  "| % of samples | Function |", "|---|---|"]
-        lines += [f"| {p['percent']} | `{p['function']}` |" for p in report["profile"]]
+             f"{m['cores']} cores, Python {m['python']}, librdkafka {m['librdkafka']}, {m['machine']}; "
+             f"medians of {report['runs']} runs; {report.get('partitions', 8)} partitions; brokers and tools on "
+             f"the same machine; {report['minutes']} minutes in all.", ""]
+    for kind, section in report["brokers"].items():
+        lines += _table(kind, section, m)
     return "\n".join(lines) + "\n"
 
 
@@ -58,21 +88,24 @@ def plot(report: dict, path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    rows = report["workloads"]
-    labels = list(rows[0]["results"].keys())
-    fig, ax = plt.subplots(figsize=(12, 5.5))
-    width = 0.8 / len(labels)
-    for i, label in enumerate(labels):
-        values = [row["results"].get(label, {}).get("mb_per_s", 0) for row in rows]
-        ax.bar([x + i * width for x in range(len(rows))], values, width, label=label)
-    ax.set_xticks([x + 0.4 - width / 2 for x in range(len(rows))])
-    ax.set_xticklabels([f"{r['record_bytes']} B\n{r['compression']}" for r in rows])
-    ax.set_ylabel("MB/s (median)")
+    kinds = list(report["brokers"])
+    fig, axes = plt.subplots(len(kinds), 1, figsize=(13, 5.5 * len(kinds)), squeeze=False)
+    for ax, kind in zip(axes[:, 0], kinds):
+        rows = report["brokers"][kind]["workloads"]
+        labels = list(rows[0]["results"].keys())
+        width = 0.85 / len(labels)
+        for i, label in enumerate(labels):
+            values = [row["results"].get(label, {}).get("mb_per_s", 0) for row in rows]
+            ax.bar([x + i * width for x in range(len(rows))], values, width, label=label)
+        ax.set_xticks([x + 0.425 - width / 2 for x in range(len(rows))])
+        ax.set_xticklabels([f"{r['record_bytes']} B\n{r['compression']}" for r in rows])
+        ax.set_ylabel("MB/s (median)")
+        ax.set_title(f"{TITLES.get(kind, kind)}: mirror throughput vs the client's limits and peers")
+        ax.legend(fontsize=7, ncol=3)
     m = report["machine"]
-    ax.set_title(f"Mirror throughput vs the Python client's limits and peers ({m['cores']} cores, commit {m['commit']})")
-    ax.legend(fontsize=8, ncol=2)
+    fig.suptitle(f"{m['cores']} cores, commit {m['commit']}", fontsize=9)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    fig.savefig(path, dpi=100)
     plt.close(fig)
 
 

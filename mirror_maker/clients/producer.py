@@ -10,6 +10,7 @@ with ``false`` it is counted in ``dropped`` and logged, and mirroring goes on.
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 import time
@@ -28,9 +29,9 @@ from ..engine.state import RunState
 log = logging.getLogger("mirror_maker.producer")
 
 FLUSH_STEP_S = 1.0
-DELIVERY_POLL_S = 0.1
-#: Replication latency is measured on every Nth acknowledged record (cheap, and enough for min/max/avg).
-LATENCY_SAMPLE_EVERY = 16
+ROOM_WAIT_S = 0.002
+#: How often librdkafka reports its produce-to-acknowledgement latencies (for replication latency).
+STATS_INTERVAL_MS = 5000
 #: Records librdkafka dropped unsent: after our own purge (abort), or after a fatal error.
 _PURGED = frozenset({KafkaError._PURGE_QUEUE, KafkaError._PURGE_INFLIGHT})
 _UNASSIGNED = -1  # librdkafka's RD_KAFKA_PARTITION_UA: let the partitioner choose
@@ -73,7 +74,15 @@ class MirrorProducer:
         conf["logger"] = librdkafka_logger(conf["client.id"])
         conf["on_delivery"] = self._on_delivery
         conf["error_cb"] = self._errors
+        conf["stats_cb"] = self._on_stats
+        conf.setdefault("statistics.interval.ms", STATS_INTERVAL_MS)
         self._producer = confluent_kafka.Producer(conf)
+        #: The C ``produce`` itself, for the mirror threads' fast path.
+        self.produce = self._producer.produce
+        self._count_lock = threading.Lock()
+        self._produced = 0
+        #: Records that ended without an acknowledgement: refused, rejected locally, purged.
+        self._failed = 0
         #: Set when librdkafka purged records itself (after a fatal error): nothing may be
         #: committed from then on, even once the queue is empty.
         self._purged = False
@@ -83,14 +92,8 @@ class MirrorProducer:
         self._metrics = metrics or MirrorMetrics()
         self._topic_limits = {} if topic_limits is None else topic_limits
         self._metrics.queue_depth = self.__len__
-        self._metrics.acknowledged = lambda: self.acked
+        self._metrics.acknowledged = self.acknowledged
         self._warned_deadline: Optional[float] = None
-        self._ack_lock = threading.Lock()
-        self.acked = 0
-        self._closed = threading.Event()
-        self._poller = threading.Thread(target=self._serve_deliveries, name="delivery-reports",
-                                        daemon=True)
-        self._poller.start()
 
     def __len__(self) -> int:
         return len(self._producer)
@@ -111,23 +114,48 @@ class MirrorProducer:
     ) -> None:
         """Queue one record; waits while the local queue is full, never drops it.
 
-        The hot path: one positional ``produce`` call (its C signature is topic, value, key,
-        partition, callback, on_delivery, timestamp, headers) and nothing allocated per record:
-        delivery reports go to one callback set in the producer's configuration.
+        The mirror thread's fast path calls ``produce`` itself (one positional C call: topic,
+        value, key, partition, callback, on_delivery, timestamp, headers) and ``refused`` when
+        it raised; this is the same for records a user's handler returned. The caller counts
+        what it handed over (``count_produced``), once per batch.
         """
         partition = _UNASSIGNED if partition is None else partition
         timestamp = 0 if timestamp is None else timestamp
         try:
-            self._producer.produce(topic, value, key, partition, None, None, timestamp, headers)
-        except BufferError:
-            self._wait_for_room(topic, value, key, partition, timestamp, headers,
-                                src_topic, src_partition, src_offset)
-        except KafkaException as exc:
-            self._send_failed(_where(src_topic, src_partition, src_offset), topic, key, value,
-                              exc.args[0].str())
-            return
+            self.produce(topic, value, key, partition, None, None, timestamp, headers)
+        except (BufferError, KafkaException) as exc:
+            self.refused(exc, topic, value, key, partition, timestamp, headers,
+                         src_topic, src_partition, src_offset)
         if self._sync:
             self.flush()
+
+    def refused(self, exc, topic, value, key, partition, timestamp, headers,
+                src_topic, src_partition, src_offset) -> None:
+        """``produce`` raised: a full queue (wait for room, then produce: back-pressure, may raise
+        :class:`SendInterrupted`) or a local rejection (a send failure naming the source record)."""
+        if isinstance(exc, BufferError):
+            self._wait_for_room(topic, value, key, partition, timestamp, headers,
+                                src_topic, src_partition, src_offset)
+        else:
+            self._not_queued()
+            self._send_failed(_where(src_topic, src_partition, src_offset), topic, key, value,
+                              exc.args[0].str())
+
+    def _not_queued(self) -> None:
+        """A record counted as handed over never entered the queue: it ends unacknowledged."""
+        with self._count_lock:
+            self._failed += 1
+
+    def count_produced(self, records: int) -> None:
+        """Records handed to ``produce`` (the acknowledged count is derived from it)."""
+        with self._count_lock:
+            self._produced += records
+
+    def acknowledged(self) -> int:
+        """Records the target acknowledged: with delivery reports for failures only, what was
+        handed over and is neither waiting (in librdkafka's queue) nor failed."""
+        with self._count_lock:
+            return max(0, self._produced - len(self._producer) - self._failed)
 
     def _wait_for_room(self, topic, value, key, partition, timestamp, headers,
                        src_topic, src_partition, src_offset):
@@ -136,30 +164,35 @@ class MirrorProducer:
         where = _where(src_topic, src_partition, src_offset)
         while True:
             if self._state.failed:
+                self._not_queued()
                 return
             if self._state.stopping:
                 raise SendInterrupted(where)
             if self._max_block_s is not None and time.monotonic() - started > self._max_block_s:
+                self._not_queued()
                 self._send_failed(where, topic, key, value, "the local queue stayed full for max.block.ms")
                 return
-            self._producer.poll(0.05)
+            # Acknowledgements make room but send no event (failure-only reports): a short wait.
+            self._producer.poll(ROOM_WAIT_S)
             try:
-                self._producer.produce(topic, value, key, partition, None, None, timestamp, headers)
+                self.produce(topic, value, key, partition, None, None, timestamp, headers)
                 return
             except BufferError:
                 continue
             except KafkaException as exc:
+                self._not_queued()
                 self._send_failed(where, topic, key, value, exc.args[0].str())
                 return
 
-    def _serve_deliveries(self) -> None:
-        """One thread serves every delivery report, so mirror threads never contend on poll()."""
-        while not self._closed.is_set():
-            try:
-                self._producer.poll(DELIVERY_POLL_S)
-            except KafkaException as exc:  # a fatal error: confluent-kafka raises it from poll()
-                self._fatal(exc)
-                self._closed.wait(DELIVERY_POLL_S)
+    def serve(self) -> None:
+        """Serve what librdkafka has queued (failed deliveries, statistics, errors), without
+        waiting. The mirror threads call it after every batch: librdkafka queues an event per
+        record even when only failures reach Python, and serving them in the thread that produced
+        them costs less than a thread of its own trading the GIL with it (measured)."""
+        try:
+            self._producer.poll(0)
+        except KafkaException as exc:  # a fatal error: confluent-kafka raises it from poll()
+            self._fatal(exc)
 
     def _fatal(self, exc: KafkaException) -> None:
         """A fatal producer error (e.g. no idempotent producer id): the run fails with one line."""
@@ -168,15 +201,12 @@ class MirrorProducer:
     # -- delivery reports --------------------------------------------------------------
 
     def _on_delivery(self, err, msg) -> None:
-        """The producer's one delivery-report callback (no per-record callback objects)."""
+        """The producer's one delivery-report callback: with ``delivery.report.only.error`` (the
+        default) only failed records come here, so the hot path pays no Python call per record."""
         if err is None:
-            with self._ack_lock:
-                self.acked += 1
-                sample = self.acked % LATENCY_SAMPLE_EVERY == 0
-            if sample:
-                self._metrics.replication_latency(TopicPartition(msg.topic(), msg.partition()),
-                                                  msg.timestamp()[1])
-            return
+            return  # the user turned success reports on: acknowledgements are counted anyway
+        with self._count_lock:
+            self._failed += 1
         if self._state.failed:
             # Nothing past the last commit is committed once the run failed: this record is read
             # again on restart, so it is not a drop (purged ones, and any the target refused late).
@@ -218,6 +248,23 @@ class MirrorProducer:
             log.info("Closing producer due to send failure.")
             self.purge()
         return True
+
+    def _on_stats(self, text: str) -> None:
+        """librdkafka's statistics: how long a record takes from ``produce`` to the target's
+        acknowledgement (queue, request buffer and round trip), for the replication latency."""
+        try:
+            brokers = json.loads(text).get("brokers", {}).values()
+        except ValueError:
+            return
+        windows = [[b.get(name, {}) for name in ("int_latency", "outbuf_latency", "rtt")]
+                   for b in brokers if b.get("rtt", {}).get("cnt")]
+        if not windows:
+            return
+        weights = [w[2]["cnt"] for w in windows]
+        low = min(sum(part.get("min", 0) for part in w) for w in windows)
+        high = max(sum(part.get("max", 0) for part in w) for w in windows)
+        mean = sum(weight * sum(part.get("avg", 0) for part in w) for w, weight in zip(windows, weights)) / sum(weights)
+        self._metrics.ack_delay_ms = (low / 1000.0, high / 1000.0, mean / 1000.0)
 
     def _send_failed(self, where: str, topic, key, value, reason: str) -> None:
         self._metrics.dropped_one()
@@ -277,5 +324,3 @@ class MirrorProducer:
             self._producer.flush(0)
         else:
             self.flush(deadline)
-        self._closed.set()
-        self._poller.join(DELIVERY_POLL_S * 5)

@@ -114,6 +114,14 @@ def _buffer_memory(key: str, value: str, out: Translation) -> None:
     out.conf["queue.buffering.max.kbytes"] = str(min(kbytes, 2147483647))
 
 
+def _python_boolean(key: str, value: str, out: Translation) -> None:
+    """A setting confluent-kafka's Python layer reads itself, as a bool (a string crashes it)."""
+    text = value.strip().lower()
+    if text not in ("true", "false"):
+        raise ConfigError(f"{key}: '{value}' is not true or false")
+    out.conf[key] = text == "true"
+
+
 def _identification(key: str, value: str, out: Translation) -> None:
     value = value.strip().lower()
     out.conf["ssl.endpoint.identification.algorithm"] = value if value else "none"
@@ -262,6 +270,7 @@ PRODUCER: Dict[str, Optional[Converter]] = {
     "key.serializer": _ignore("MirrorMaker always copies key and value bytes"),
     "value.serializer": _ignore("MirrorMaker always copies key and value bytes"),
     "producer.type": _engine,
+    "delivery.report.only.error": _python_boolean,
 }
 
 

@@ -18,7 +18,6 @@ from ..clients.admin import admin_client
 from ..clients.target_topics import TargetTopics
 from ..clients.client_errors import ClientErrors, principal
 from ..config.mirror_config import MirrorMakerConfig
-from ..ops.endpoint import OpsServer
 from ..errors import MirrorFailure
 from ..handlers import DefaultMessageHandler
 from ..ops.metrics import MirrorMetrics
@@ -68,7 +67,7 @@ class MirrorMaker:
         self.threads: List[MirrorThread] = []
         self.caught_up = False
         self.undelivered = 0
-        self._server: Optional[OpsServer] = None
+        self._server = None  # the ops endpoint, with --metrics.port
         self._status: Optional[StatusReporter] = None
         self._previous_handlers = {}
 
@@ -99,6 +98,8 @@ class MirrorMaker:
                                       progress=config.exit_when_caught_up)
         self.metrics.assigned_partitions = self.assigned
         if config.metrics_port is not None:
+            from ..ops.endpoint import OpsServer  # prometheus_client's server: only when asked for
+
             self._server = OpsServer(config.metrics_bind, config.metrics_port, self.metrics,
                                      self.readiness).start()
         self._subscription.refresh_if_due()

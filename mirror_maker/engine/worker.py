@@ -38,6 +38,7 @@ COMMITTED_TIMEOUT_S = 10.0
 #: member's rebalance callback, and a member that takes longer than that is thrown out of it.
 REVOKE_SHARE_OF_POLL_INTERVAL = 0.5
 _NO_TIMESTAMP = confluent_kafka.TIMESTAMP_NOT_AVAILABLE
+_UNASSIGNED = -1  # librdkafka's RD_KAFKA_PARTITION_UA: the partitioner chooses
 
 
 class _ThreadLog(logging.LoggerAdapter):
@@ -145,6 +146,7 @@ class MirrorThread(threading.Thread):
             messages = consumer.consume(batch_size, POLL_TIMEOUT_S)
             if messages:
                 self._mirror(messages)
+            self._producer.serve()
             if checkpoint.due() and not self._state.stopping:
                 checkpoint.commit()
             if self.last_progress >= self._next_lag_update:
@@ -165,76 +167,130 @@ class MirrorThread(threading.Thread):
         return self._has_topics
 
     def _mirror(self, messages: List) -> None:
-        """Hand one consumed batch to the producer; the hot path of the whole mirror.
+        """Hand one consumed batch to the producer: the hot path of the whole mirror.
 
-        Records come in runs of one partition, so per-partition bookkeeping (the pending
-        offset, counts, bytes, ages) is done once per run, not once per record. A run holds only
-        records already handed to the producer: a stop that interrupts a send ends the batch
-        there, and what was not queued is not committed.
+        Records come in runs of one partition. Per record there is only what the copy needs
+        (the message's accessors and one ``produce``); the bookkeeping (the pending offset,
+        counts, bytes, ages) is done once per run. A run holds only records already handed to
+        the producer: a stop that interrupts a send ends the batch there, and what was not
+        queued is not committed.
         """
-        send = self._producer.send
+        runs = []  # (topic, partition, first message, last message, records, value bytes)
+        try:
+            if self._fast_keep_partition is not None and not self._config.sync_send:
+                self._copy(messages, runs)
+            else:
+                self._handle_all(messages, runs)
+        except SendInterrupted as interrupted:
+            self._log.info("Stopping while the producer's queue is full: records from %s on are "
+                           "not committed and are mirrored again on restart", interrupted)
+        self._record(runs)
+
+    def _copy(self, messages: List, runs: List) -> None:
+        """The default handlers: each record as it is, to the same topic (and, with
+        PartitionPreservingHandler, partition), produced inline."""
+        producer, state = self._producer, self._state
+        produce = producer.produce
         keep_partition = self._fast_keep_partition
-        state = self._state
-        runs = []  # [topic, partition, last offset, records, bytes, age min, age max, age sum, aged]
-        run = None
-        filtered = 0
-        now_ms = time.time() * 1000.0
+        run_topic = run_partition = first = last = None
+        count = nbytes = 0
         try:
             for msg in messages:
                 if msg.error() is not None:
                     if msg.error().code() != KafkaError._PARTITION_EOF:
                         self._consume_error(msg)
                     continue
-                topic, partition, offset = msg.topic(), msg.partition(), msg.offset()
-                ts_type, timestamp = msg.timestamp()
-                if ts_type == _NO_TIMESTAMP or timestamp < 0:
-                    timestamp = None
+                topic, partition = msg.topic(), msg.partition()
+                if partition != run_partition or topic != run_topic:
+                    if count:
+                        runs.append((run_topic, run_partition, first, last, count, nbytes))
+                    run_topic, run_partition, first, count, nbytes = topic, partition, msg, 0, 0
                 value = msg.value()
-                if keep_partition is not None:
-                    send(topic, value, msg.key(), partition if keep_partition else None,
-                         timestamp, msg.headers(), topic, partition, offset)
-                elif not self._handle(msg, topic, partition, offset, timestamp):
-                    filtered += 1
+                timestamp = msg.timestamp()[1]  # -1 when the record has none: 0 lets the producer stamp it
+                target_partition = partition if keep_partition else _UNASSIGNED
+                try:
+                    produce(topic, value, msg.key(), target_partition, None, None,
+                            timestamp if timestamp > 0 else 0, msg.headers())
+                except (BufferError, KafkaException) as exc:
+                    producer.refused(exc, topic, value, msg.key(), target_partition,
+                                     timestamp if timestamp > 0 else 0, msg.headers(), topic, partition,
+                                     msg.offset())
                 if state.failure is not None:
-                    break
-                if run is None or run[1] != partition or run[0] != topic:
-                    run = [topic, partition, offset, 0, 0, float("inf"), float("-inf"), 0.0, 0]
-                    runs.append(run)
-                run[2] = offset
-                run[3] += 1
+                    break  # nothing is committed past a failure; this record is not counted
+                last = msg
+                count += 1
                 if value is not None:
-                    run[4] += len(value)
-                if timestamp is not None:
-                    age = now_ms - timestamp
-                    if age < run[5]:
-                        run[5] = age
-                    if age > run[6]:
-                        run[6] = age
-                    run[7] += age
-                    run[8] += 1
-        except SendInterrupted as interrupted:
-            self._log.info("Stopping while the producer's queue is full: records from %s on are "
-                           "not committed and are mirrored again on restart", interrupted)
-        pending, assigned = self._checkpoint.pending, self.assigned
-        for topic, partition, last, *stats in runs:
-            tp = TopicPartition(topic, partition)
-            if tp in assigned:  # a record of a partition revoked meanwhile must not move its offset
-                pending[tp] = last + 1
-            self._metrics.consumed(tp, *stats)
-        if filtered:
-            self._metrics.filtered(filtered)
+                    nbytes += len(value)
+        finally:  # also when a stop interrupted a send: the run so far was handed over
+            if count:
+                runs.append((run_topic, run_partition, first, last, count, nbytes))
 
-    def _handle(self, msg, topic: str, partition: int, offset: int, timestamp) -> bool:
-        """The user's handler on one record; False when it returned no record (filtered)."""
-        record = ConsumerRecord(topic, partition, offset, timestamp, msg.key(), msg.value(),
-                                msg.headers() or [])
+    def _handle_all(self, messages: List, runs: List) -> None:
+        """A user's handler (or sync sends): each record through the handler, its outputs sent."""
+        state = self._state
+        run_topic = run_partition = first = last = None
+        count = nbytes = filtered = produced = 0
+        try:
+            for msg in messages:
+                if msg.error() is not None:
+                    if msg.error().code() != KafkaError._PARTITION_EOF:
+                        self._consume_error(msg)
+                    continue
+                topic, partition = msg.topic(), msg.partition()
+                if partition != run_partition or topic != run_topic:
+                    if count:
+                        runs.append((run_topic, run_partition, first, last, count, nbytes))
+                    run_topic, run_partition, first, count, nbytes = topic, partition, msg, 0, 0
+                sent = self._handle(msg, topic, partition, msg.offset(), msg.timestamp())
+                produced += sent
+                if state.failure is not None:
+                    break  # nothing is committed past a failure; this record is not counted
+                if not sent:
+                    filtered += 1
+                last = msg
+                count += 1
+                value = msg.value()
+                if value is not None:
+                    nbytes += len(value)
+        finally:
+            if count:
+                runs.append((run_topic, run_partition, first, last, count, nbytes))
+            if filtered:
+                self._metrics.filtered(filtered)
+            self._producer.count_produced(produced)
+
+    def _record(self, runs: List) -> None:
+        """Once per run: the pending offset (only for a partition this thread still owns: a
+        record of a partition revoked meanwhile must not move its offset), the counts, bytes and
+        ages (from the run's first and last record; timestamps grow along a partition)."""
+        pending, assigned = self._checkpoint.pending, self.assigned
+        now_ms = time.time() * 1000.0
+        produced = 0
+        for topic, partition, first, last, count, nbytes in runs:
+            tp = TopicPartition(topic, partition)
+            if tp in assigned:
+                pending[tp] = last.offset() + 1
+            ages = [now_ms - m.timestamp()[1] for m in (first, last) if m.timestamp()[1] > 0]
+            if ages:
+                self._metrics.consumed(tp, count, nbytes, min(ages), max(ages), sum(ages) / len(ages) * count, count)
+            else:
+                self._metrics.consumed(tp, count, nbytes, 0.0, 0.0, 0.0, 0)
+            produced += count
+        if self._fast_keep_partition is not None and not self._config.sync_send:
+            self._producer.count_produced(produced)
+
+    def _handle(self, msg, topic: str, partition: int, offset: int, timestamp) -> int:
+        """The user's handler on one record; how many records it sent (0: filtered)."""
+        ts_type, ts = timestamp
+        record = ConsumerRecord(topic, partition, offset, None if ts_type == _NO_TIMESTAMP or ts < 0 else ts,
+                                msg.key(), msg.value(), msg.headers() or [])
         try:
             outputs = self._handler.handle(record) or ()
-            sent = False
+            sent = 0
             for out in outputs:
                 self._producer.send(out.topic, out.value, out.key, out.partition, out.timestamp,
                                     out.headers, topic, partition, offset)
-                sent = True
+                sent += 1
             return sent
         except (MirrorFailure, SendInterrupted):
             raise

@@ -4,18 +4,22 @@ Prometheus only when scraped (a custom collector), so mirroring pays no per-reco
 Names follow MirrorMaker: Kafka's only MirrorMaker v1 metric, ``MirrorMaker-numDroppedMessages``
 (``mirrormaker_dropped_messages_total`` here), and MirrorMaker 2's per-partition record-count,
 byte-count, record-age-ms and replication-latency-ms (min/max/avg over the last 30-60 s, as
-Kafka's two-sample windows; latency sampled on every 16th acknowledged record), labelled with
-the *source* topic and partition, plus acknowledged records, consumer lag, commits, rebalances
-and the producer's queue depth.
+Kafka's two-sample windows), labelled with the *source* topic and partition, plus acknowledged
+records, consumer lag, commits, rebalances and the producer's queue depth.
+
+The hot path calls nothing per record: counts, bytes and ages are recorded once per run of one
+partition's records in a batch, the ages from the run's first and last record. The target's
+acknowledgements are not reported one by one (delivery reports for failures only), so the
+acknowledged count is what was produced minus what still waits and what failed, and the
+replication latency is a record's age when consumed plus librdkafka's measured time from
+``produce`` to the target's acknowledgement (its statistics, every 5 s).
 """
 
 from __future__ import annotations
 
 import threading
 import time
-from typing import Callable, Dict, Iterable, Optional
-
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
+from typing import Callable, Dict, Iterable, Optional, Tuple
 
 from ..records import TopicPartition
 
@@ -63,13 +67,12 @@ class WindowStat:
 
 
 class PartitionStats:
-    __slots__ = ("records", "bytes", "age", "latency", "lag")
+    __slots__ = ("records", "bytes", "age", "lag")
 
     def __init__(self) -> None:
         self.records = 0
         self.bytes = 0
         self.age = WindowStat()
-        self.latency = WindowStat()
         self.lag: Optional[int] = None
 
 
@@ -90,6 +93,9 @@ class MirrorMetrics:
         self.queue_depth: Callable[[], int] = lambda: 0
         self.acknowledged: Callable[[], int] = lambda: 0
         self.assigned_partitions: Callable[[], int] = lambda: 0
+        #: (min, max, avg) ms from ``produce`` to the target's acknowledgement, from librdkafka's
+        #: last statistics window; None until the first one.
+        self.ack_delay_ms: Optional[Tuple[float, float, float]] = None
 
     def _stats(self, tp: TopicPartition) -> PartitionStats:
         stats = self.partitions.get(tp)
@@ -108,16 +114,6 @@ class MirrorMetrics:
             stats.bytes += nbytes
             if aged:
                 stats.age.record_many(age_min, age_max, age_sum, aged, self._clock())
-
-    def replication_latency(self, tp: TopicPartition, timestamp_ms: Optional[int]) -> None:
-        """One sampled acknowledged record: now - its timestamp."""
-        if timestamp_ms is None or timestamp_ms <= 0:
-            return
-        stats = self._stats(tp)
-        now = self._clock()
-        latency = now * 1000.0 - timestamp_ms
-        with self._lock:
-            stats.latency.record_many(latency, latency, latency, 1, now)
 
     def dropped_one(self) -> None:
         with self._lock:
@@ -164,6 +160,8 @@ class MirrorMetrics:
 
     def collect(self):
         """The prometheus_client collector protocol: build every family at scrape time."""
+        from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
+
         now = self._clock()
         with self._lock:
             items = sorted(self.partitions.items())
@@ -181,21 +179,26 @@ class MirrorMetrics:
         }
         windows = {}
         for name, help_text in (("record_age_ms", "now - record timestamp when consumed"),
-                                ("replication_latency_ms", "now - record timestamp when acknowledged")):
+                                ("replication_latency_ms", "record age when consumed + produce-to-"
+                                 "acknowledgement time")):
             for stat in ("min", "max", "avg"):
                 windows[(name, stat)] = GaugeMetricFamily(
                     f"mirrormaker_{name}_{stat}", f"{help_text} ({stat}, last 30-60 s)", labels=labels)
+        delay = self.ack_delay_ms
         for tp, stats in items:
             values = [tp.topic, str(tp.partition)]
             families["records"].add_metric(values, stats.records)
             families["bytes"].add_metric(values, stats.bytes)
             if stats.lag is not None:
                 families["lag"].add_metric(values, stats.lag)
-            for name, window in (("record_age_ms", stats.age), ("replication_latency_ms", stats.latency)):
-                result = window.values(now)
-                if result is not None:
-                    for stat, value in zip(("min", "max", "avg"), result):
-                        windows[(name, stat)].add_metric(values, value)
+            ages = stats.age.values(now)
+            if ages is None:
+                continue
+            for stat, value in zip(("min", "max", "avg"), ages):
+                windows[("record_age_ms", stat)].add_metric(values, value)
+            if delay is not None:
+                for stat, age, extra in zip(("min", "max", "avg"), ages, delay):
+                    windows[("replication_latency_ms", stat)].add_metric(values, age + extra)
         yield from families.values()
         yield from windows.values()
         yield CounterMetricFamily("mirrormaker_records_acknowledged", "Records the target acknowledged",

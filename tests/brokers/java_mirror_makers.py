@@ -41,17 +41,20 @@ def mirror_maker_v1(args: List[str], work: Path, log_level: str = "WARN") -> Lis
 
 
 def mirror_maker_2_properties(source: str, target: str, topics: str, tasks: int,
-                              extra: Optional[Dict[str, object]] = None) -> Dict[str, object]:
+                              extra: Optional[Dict[str, object]] = None,
+                              aliases=("A", "B")) -> Dict[str, object]:
     """A dedicated-mode configuration for one flow A->B, MirrorMaker v1-like by default:
     topic names kept (IdentityReplicationPolicy), no heartbeats, checkpoints, syncs of
-    offsets, configs or ACLs; replication factor 1 for every internal topic."""
+    offsets, configs or ACLs; replication factor 1 for every internal topic. Connect keeps its
+    progress in internal topics named after the aliases: new aliases start afresh."""
+    a, b = aliases
     props: Dict[str, object] = {
-        "clusters": "A, B",
-        "A.bootstrap.servers": source,
-        "B.bootstrap.servers": target,
-        "A->B.enabled": "true",
-        "B->A.enabled": "false",
-        "A->B.topics": topics,
+        "clusters": f"{a}, {b}",
+        f"{a}.bootstrap.servers": source,
+        f"{b}.bootstrap.servers": target,
+        f"{a}->{b}.enabled": "true",
+        f"{b}->{a}.enabled": "false",
+        f"{a}->{b}.topics": topics,
         "tasks.max": tasks,
         "replication.policy.class": "org.apache.kafka.connect.mirror.IdentityReplicationPolicy",
         "emit.heartbeats.enabled": "false",
@@ -64,10 +67,15 @@ def mirror_maker_2_properties(source: str, target: str, topics: str, tasks: int,
         "refresh.groups.interval.seconds": 1,
         "replication.factor": 1,
     }
+    props.update(extra or {})
+    # Replication factor 1 for every internal topic of a feature that is on (MirrorMaker 2 refuses
+    # offset-syncs settings while emit.offset-syncs.enabled is false).
+    features = {"checkpoints.topic": "emit.checkpoints.enabled", "heartbeats.topic": "emit.heartbeats.enabled",
+                "offset-syncs.topic": "emit.offset-syncs.enabled"}
     for internal in ("checkpoints.topic", "heartbeats.topic", "offset-syncs.topic", "offset.storage",
                      "status.storage", "config.storage"):
-        props[f"{internal}.replication.factor"] = 1
-    props.update(extra or {})
+        if str(props.get(features.get(internal, ""), "true")).lower() == "true":
+            props.setdefault(f"{internal}.replication.factor", 1)
     return props
 
 

@@ -30,7 +30,9 @@ def test_no_data_loss_defaults():
     assert consumer["enable.auto.commit"] == "false"
     assert producer["acks"] == "all"
     assert producer["enable.idempotence"] == "true"
-    assert producer["max.in.flight.requests.per.connection"] == "1"
+    assert producer["max.in.flight.requests.per.connection"] == "5"  # ordered: idempotence
+    assert producer["delivery.report.only.error"] is True
+    assert consumer["fetch.queue.backoff.ms"] == "10"
     assert producer["message.timeout.ms"] == str(MAX_DELIVERY_TIMEOUT_MS)
     assert producer["partitioner"] == "murmur2_random"
 
@@ -44,7 +46,6 @@ def test_defaults_are_silent(caplog):
 @pytest.mark.parametrize("key,value,risk", [
     ("acks", "1", "data loss"),
     ("enable.idempotence", "false", "duplicates"),
-    ("max.in.flight.requests.per.connection", "5", "reordering"),
     ("delivery.timeout.ms", "30000", "send failure"),
 ])
 def test_weakening_producer_overrides_warn_once(caplog, key, value, risk):
@@ -56,6 +57,14 @@ def test_weakening_producer_overrides_warn_once(caplog, key, value, risk):
 def test_acks_1_turns_implicit_idempotence_off_as_java_does():
     conf, _ = build_producer_conf({**P, "acks": "1"}, "p")
     assert conf["enable.idempotence"] == "false"
+    assert conf["max.in.flight.requests.per.connection"] == "1"  # MirrorMaker's rule without idempotence
+
+
+def test_several_requests_in_flight_warn_only_without_idempotence(caplog):
+    build_producer_conf({**P, "max.in.flight.requests.per.connection": "5"}, "p")
+    assert not [w for w in warnings(caplog) if "reordering" in w]  # the idempotent producer keeps order
+    build_producer_conf({**P, "enable.idempotence": "false", "max.in.flight.requests.per.connection": "5"}, "p")
+    assert len([w for w in warnings(caplog) if "reordering is possible" in w]) == 1
 
 
 def test_auto_commit_override_warns(caplog):
@@ -244,6 +253,7 @@ SAMPLE_VALUES = {
     "sasl.jaas.config": 'x.PlainLoginModule required username="u" password="p";',
     "buffer.memory": "1048576",
     "auto.offset.reset": "earliest",
+    "delivery.report.only.error": "true",
 }
 
 
@@ -253,3 +263,10 @@ def test_every_table_row_has_a_defined_outcome(role, key):
     """Passed through, renamed, converted, taken by the mirror, or noted (INFO/WARN): never lost silently."""
     out = translate({key: SAMPLE_VALUES.get(key, "1")}, role)
     assert out.conf or out.engine or out.notes
+
+
+def test_a_setting_confluent_kafka_reads_as_a_bool_is_given_one():
+    conf, _engine = build_producer_conf({**P, "delivery.report.only.error": "True"}, "p")
+    assert conf["delivery.report.only.error"] is True
+    with pytest.raises(ConfigError, match="delivery.report.only.error: 'maybe' is not true or false"):
+        build_producer_conf({**P, "delivery.report.only.error": "maybe"}, "p")

@@ -37,7 +37,8 @@ def test_exposition_has_the_mirrormaker_metrics():
     metrics = MirrorMetrics(clock=lambda: now[0])
     metrics.consumed(TP, 3, 300, 10.0, 30.0, 60.0, 3)
     metrics.acknowledged = lambda: 1
-    metrics.replication_latency(TP, int(now[0] * 1000) - 50)
+    assert "mirrormaker_replication_latency_ms_max{" not in exposition(metrics)  # no delay known yet
+    metrics.ack_delay_ms = (4.0, 20.0, 8.0)  # librdkafka's produce-to-acknowledgement times
     metrics.dropped_one()
     metrics.committed(0.02)
     metrics.rebalanced("assigned")
@@ -49,7 +50,9 @@ def test_exposition_has_the_mirrormaker_metrics():
     assert "mirrormaker_records_acknowledged_total 1.0" in text
     assert f"mirrormaker_consumer_lag{{{labels}}} 7.0" in text
     assert f"mirrormaker_record_age_ms_avg{{{labels}}} 20.0" in text
+    assert f"mirrormaker_replication_latency_ms_min{{{labels}}} 14.0" in text  # age + delay
     assert f"mirrormaker_replication_latency_ms_max{{{labels}}} 50.0" in text
+    assert f"mirrormaker_replication_latency_ms_avg{{{labels}}} 28.0" in text
     assert "mirrormaker_dropped_messages_total 1.0" in text
     assert 'mirrormaker_commit_latency_seconds_bucket{le="0.025"} 1.0' in text
     assert 'mirrormaker_commit_latency_seconds_bucket{le="0.01"} 0.0' in text

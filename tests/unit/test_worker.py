@@ -59,21 +59,36 @@ class Msg:
 
 
 class Producer:
-    """Records sends; ``interrupt_at``/``fail_at``: the n-th send is interrupted by a stop or
-    fails the run (as an abort on a refused record does)."""
+    """Records what is produced; ``interrupt_at``/``fail_at``: the n-th record finds the queue
+    full and a stop arrives meanwhile, or fails the run (as an abort on a refused record does)."""
 
     def __init__(self, state, events, interrupt_at=None, fail_at=None, flush_ok=True):
         self.state, self.events = state, events
         self.sent, self.interrupt_at, self.fail_at, self.flush_ok = [], interrupt_at, fail_at, flush_ok
         self.flush_deadlines = []
+        self.produced = 0
 
-    def send(self, topic, value, key, partition, timestamp, headers, src_topic, src_partition, src_offset):
+    def produce(self, topic, value, key, partition, callback, on_delivery, timestamp, headers):
         n = len(self.sent)
         if n == self.interrupt_at:
-            raise SendInterrupted(f"{src_topic}-{src_partition} offset {src_offset}")
-        self.sent.append((topic, value, key, partition, timestamp, headers, src_offset))
+            raise BufferError
+        self.sent.append((topic, value, key, partition, timestamp, headers))
         if n == self.fail_at:
             self.state.fail(SendFailed("refused"))
+
+    def refused(self, exc, topic, value, key, partition, timestamp, headers, src_topic, src_partition, src_offset):
+        assert isinstance(exc, BufferError)
+        raise SendInterrupted(f"{src_topic}-{src_partition} offset {src_offset}")
+
+    def send(self, topic, value, key, partition, timestamp, headers, src_topic, src_partition, src_offset):
+        partition, timestamp = -1 if partition is None else partition, 0 if timestamp is None else timestamp
+        try:
+            self.produce(topic, value, key, partition, None, None, timestamp, headers)
+        except BufferError as exc:
+            self.refused(exc, topic, value, key, partition, timestamp, headers, src_topic, src_partition, src_offset)
+
+    def count_produced(self, records):
+        self.produced += records
 
     def flush(self, deadline=None):
         self.events.append("flush")
@@ -166,11 +181,12 @@ def thread(handler=None, assigned=(T0, T1), producer_kwargs=None, conf=None, lis
 def test_default_handler_sends_each_record_unchanged_and_pending_is_the_next_offset_per_partition():
     worker, producer, _ = thread()
     worker._mirror([Msg("t", 0, 5, b"a", headers=[("h", b"1")]), Msg("t", 0, 6, b"b"), Msg("t", 1, 9, b"c", key=None)])
-    assert producer.sent == [("t", b"a", b"k", None, 1000, [("h", b"1")], 5),
-                             ("t", b"b", b"k", None, 1000, None, 6),
-                             ("t", b"c", None, None, 1000, None, 9)]
+    assert producer.sent == [("t", b"a", b"k", -1, 1000, [("h", b"1")]),  # -1: the partitioner chooses
+                             ("t", b"b", b"k", -1, 1000, None),
+                             ("t", b"c", None, -1, 1000, None)]
     assert worker._checkpoint.pending == {T0: 7, T1: 10}
     assert worker._metrics.totals()["records"] == 3 and worker._metrics.totals()["bytes"] == 3
+    assert producer.produced == 3
 
 
 def test_partition_preserving_handler_keeps_the_source_partition():
@@ -179,10 +195,10 @@ def test_partition_preserving_handler_keeps_the_source_partition():
     assert producer.sent[0][3] == 1
 
 
-def test_a_missing_timestamp_is_sent_as_none_so_the_producer_stamps_it():
+def test_a_missing_timestamp_is_sent_as_0_so_the_producer_stamps_it():
     worker, producer, _ = thread()
     worker._mirror([Msg("t", 0, 0, ts=-1)])
-    assert producer.sent[0][4] is None
+    assert producer.sent[0][4] == 0
 
 
 def test_user_handler_sees_our_records_and_a_filtered_record_is_counted_and_still_committed():
@@ -191,6 +207,7 @@ def test_user_handler_sees_our_records_and_a_filtered_record_is_counted_and_stil
     assert [(s[0], s[1]) for s in producer.sent] == [("out", b"one"), ("out", b"two"), ("out2", b"two")]
     assert worker._metrics.totals()["filtered"] == 1
     assert worker._checkpoint.pending == {T0: 3}  # the filtered record's offset advances too
+    assert producer.produced == 3
 
 
 def test_records_of_a_partition_no_longer_assigned_never_become_pending():
@@ -205,6 +222,7 @@ def test_a_stop_during_a_send_ends_the_batch_and_only_queued_records_become_pend
     worker._mirror([Msg("t", 0, 0), Msg("t", 0, 1), Msg("t", 0, 2), Msg("t", 0, 3)])
     assert len(producer.sent) == 2
     assert worker._checkpoint.pending == {T0: 2}  # offsets 2 and 3 were never queued
+    assert producer.produced == 2
     assert "not committed" in caplog.text
 
 
@@ -300,3 +318,18 @@ def test_incremental_rebalance_is_read_from_the_settings_not_a_substring():
     assert config(**{"partition.assignment.strategy": "cooperative-sticky"}).incremental_rebalance
     assert config(**{"group.protocol": "CONSUMER"}).incremental_rebalance
     assert not config(**{"group.protocol": "classic"}).incremental_rebalance
+
+
+def test_ages_are_taken_once_per_run_from_its_first_and_last_record():
+    worker, _, _ = thread()
+    now_ms = time.time() * 1000
+    worker._mirror([Msg("t", 0, 0, ts=int(now_ms) - 9000), Msg("t", 0, 1, ts=int(now_ms) - 5000),
+                    Msg("t", 0, 2, ts=int(now_ms) - 1000)])
+    low, high, avg = worker._metrics.partitions[T0].age.values(time.time())
+    assert 900 <= low <= 1200 and 8900 <= high <= 9200 and 4900 <= avg <= 5200
+
+
+def test_a_user_handler_with_a_stop_mid_batch_keeps_what_was_sent():
+    worker, producer, _ = thread(Handler(), producer_kwargs={"interrupt_at": 1})
+    worker._mirror([Msg("t", 0, 0, b"one"), Msg("t", 0, 1, b"two"), Msg("t", 0, 2, b"three")])
+    assert worker._checkpoint.pending == {T0: 1} and producer.produced == 1

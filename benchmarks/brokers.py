@@ -1,0 +1,106 @@
+"""The two broker kinds a benchmark runs on: Apache Kafka (KRaft nodes from Maven jars, the
+ground truth) and Tansu (the embedded broker of ``make demo``). Same interface for both."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Dict, Optional
+
+from confluent_kafka import Consumer, KafkaException, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+PARTITIONS = 8
+
+
+class Brokers:
+    """A source and a target cluster; topics made and wiped between runs."""
+
+    kind = ""
+
+    def __init__(self, work: Path) -> None:
+        self.work = work
+        self.source = self.target = None
+
+    def __enter__(self) -> "Brokers":
+        self.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.source.stop()
+        self.target.stop()
+
+    def start(self) -> None:
+        raise NotImplementedError
+
+    def create_topic(self, bootstrap: str, topic: str, partitions: int = PARTITIONS,
+                     config: Optional[Dict[str, str]] = None) -> None:
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+        admin.create_topics([NewTopic(topic, num_partitions=partitions, config=config or {})])[topic].result()
+
+    def fresh_target(self, topic: str) -> None:
+        """An empty target topic with the source's partitions, so runs do not pile up data."""
+        raise NotImplementedError
+
+    def end_offsets(self, topic: str) -> Optional[int]:
+        """Records in ``topic`` on the target (exact), or None where the broker cannot tell."""
+        return None
+
+
+class KafkaBrokers(Brokers):
+    kind = "kafka"
+
+    def start(self) -> None:
+        from tests.brokers.apache_kafka import KafkaCluster, start_together
+
+        self.source, self.target = start_together([KafkaCluster("source", self.work),
+                                                   KafkaCluster("target", self.work)])
+        self._admin = AdminClient({"bootstrap.servers": self.target.bootstrap})
+        self._watcher = Consumer({"bootstrap.servers": self.target.bootstrap, "group.id": "bench-watcher",
+                                  "enable.auto.commit": False})
+
+    def fresh_target(self, topic: str) -> None:
+        if topic in self._admin.list_topics(timeout=10).topics:
+            self._admin.delete_topics([topic], operation_timeout=30)[topic].result()
+            while topic in self._admin.list_topics(timeout=10).topics:
+                time.sleep(0.05)
+        deadline = time.monotonic() + 30
+        while True:  # a deleted topic's name is free again a moment after it left the metadata
+            try:
+                self.create_topic(self.target.bootstrap, topic)
+                return
+            except Exception:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.1)
+
+    def end_offsets(self, topic: str) -> Optional[int]:
+        total = 0
+        for partition in range(PARTITIONS):
+            try:
+                _low, high = self._watcher.get_watermark_offsets(TopicPartition(topic, partition), timeout=5)
+            except KafkaException:  # a topic just made: its leader is not known everywhere yet
+                return None
+            total += max(high, 0)
+        return total
+
+    def __exit__(self, *exc) -> None:
+        self._watcher.close()
+        super().__exit__(*exc)
+
+
+class TansuBrokers(Brokers):
+    kind = "tansu"
+
+    def start(self) -> None:
+        from mirror_maker.embedded import EmbeddedBroker
+
+        self.source = EmbeddedBroker("source", self.work).start()
+        self.target = EmbeddedBroker("target", self.work).start()
+
+    def fresh_target(self, topic: str) -> None:
+        self.target.restart()  # memory storage: an empty broker
+        self.create_topic(self.target.bootstrap, topic)
+
+
+KINDS = {"kafka": KafkaBrokers, "tansu": TansuBrokers}
