@@ -6,9 +6,9 @@ function of that shape). Returning nothing filters the record out; its offset st
 
 from __future__ import annotations
 
-from typing import Iterable, List
+from typing import Iterable, List, Optional
 
-from .records import ConsumerRecord, ProducerRecord
+from .records import ConsumerRecord, ProducerRecord, RawBatch
 
 
 class MessageHandler:
@@ -84,3 +84,25 @@ class FunctionHandler(MessageHandler):
 
     def __repr__(self) -> str:
         return f"FunctionHandler({self._function!r})"
+
+
+class RawBatchHandler:
+    """Base class for handlers on the raw path (``--use.raw.bytes``), KIP-712's contract: a
+    handler decides where a whole batch goes, never sees or changes its records.
+
+    ``handle_batch(batch)`` returns the target topic's name (the batch keeps its partition
+    number), or None to drop the batch (its offsets are still committed). A class with
+    ``handle_batch`` is a raw handler; one with only ``handle(record)`` cannot run with
+    ``--use.raw.bytes``.
+    """
+
+    def handle_batch(self, batch: RawBatch) -> Optional[str]:
+        return batch.topic
+
+    def target_topics(self, source_topic: str) -> Iterable[str]:
+        """The target topics batches of ``source_topic`` go to (created when missing)."""
+        return [source_topic]
+
+
+def is_raw_handler(handler) -> bool:
+    return callable(getattr(handler, "handle_batch", None))

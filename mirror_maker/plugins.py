@@ -15,7 +15,7 @@ import sys
 from typing import Any, Optional
 
 from .errors import PluginLoadError
-from .handlers import FunctionHandler
+from .handlers import FunctionHandler, is_raw_handler
 
 _JAVA_PREFIXES = ("org.", "com.", "kafka.", "io.", "net.")
 
@@ -70,13 +70,17 @@ def _build(target: Any, args: Optional[str], option: str) -> Any:
     )
 
 
-def load_handler(path: str, args: Optional[str] = None):
-    """Load and build the message handler named by ``--message.handler``."""
+def load_handler(path: str, args: Optional[str] = None, raw: bool = False):
+    """Load and build the message handler named by ``--message.handler`` (``raw``: for
+    ``--use.raw.bytes``, where a handler decides per batch with ``handle_batch``)."""
     option = "--message.handler"
     target = _resolve(path, "message handler", option)
     if inspect.isclass(target):
         handler = _build(target, args, option)
-    elif callable(target) and not hasattr(target, "handle"):
+    elif callable(target) and not hasattr(target, "handle") and not hasattr(target, "handle_batch"):
+        if raw:
+            raise PluginLoadError(f"{option}: '{path}' is a function; with --use.raw.bytes the handler is "
+                                  f"a class with handle_batch(batch)")
         if args is not None:
             raise PluginLoadError(
                 f"{option}: '{path}' is a function; --message.handler.args needs a class"
@@ -84,8 +88,12 @@ def load_handler(path: str, args: Optional[str] = None):
         return FunctionHandler(target)
     else:
         handler = target
-    if not callable(getattr(handler, "handle", None)):
-        raise PluginLoadError(f"{option}: '{path}' has no handle(record) method")
+    if raw and not is_raw_handler(handler):
+        raise PluginLoadError(f"{option}: '{path}' handles records; with --use.raw.bytes a handler decides "
+                              f"per batch and never sees records: write handle_batch(batch) (KIP-712)")
+    if not raw and not callable(getattr(handler, "handle", None)):
+        hint = " (it has handle_batch: run it with --use.raw.bytes)" if is_raw_handler(handler) else ""
+        raise PluginLoadError(f"{option}: '{path}' has no handle(record) method{hint}")
     return handler
 
 

@@ -54,3 +54,22 @@ class ProducerRecord:
     partition: Optional[int] = None
     timestamp: Optional[int] = None
     headers: Optional[List[Header]] = None
+
+
+@dataclass(frozen=True)
+class RawBatch:
+    """A record batch on the raw path (``--use.raw.bytes``), described, never decoded: a raw
+    handler sees this, never the records inside (KIP-712's contract).
+
+    ``codec`` is the batch's compression (none, gzip, snappy, lz4, zstd); ``size`` its bytes as
+    stored; timestamps are in milliseconds (the batch's first and largest)."""
+
+    topic: str
+    partition: int
+    base_offset: int
+    last_offset: int
+    record_count: int
+    codec: str
+    size: int
+    base_timestamp: int
+    max_timestamp: int

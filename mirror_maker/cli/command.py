@@ -111,6 +111,7 @@ def command(**params) -> int:
         "metrics_bind": params.pop("metrics_bind"),
         "status_interval_ms": params.pop("status_interval_ms"),
         "exit_when_caught_up": params.pop("exit_when_caught_up"),
+        "use_raw_bytes": params.pop("use_raw_bytes"),
     }
 
     spark = _spark_options(params)

@@ -68,6 +68,10 @@ EXTENSION_OPTIONS = [
     (("--exit.when.caught.up",), "exit_when_caught_up",
      "Stop, after the final flush and commit, once every assigned partition has reached its end; "
      "exit 0 and print a summary (for cron).", None, dict(is_flag=True)),
+    (("--use.raw.bytes",), "use_raw_bytes",
+     "Shallow mirroring (KIP-712): copy whole record batches as they are (same compression, same "
+     "partition numbers) instead of record by record; a handler then decides per batch.", None,
+     dict(is_flag=True)),
     (("--shutdown.timeout.ms",), "shutdown_timeout_ms",
      "Integer: How long a clean stop may wait for the target to acknowledge queued records "
      "before it exits without committing them.", "30000", dict(type=int, default=30000)),

@@ -98,6 +98,11 @@ class MirrorProducer:
     def __len__(self) -> int:
         return len(self._producer)
 
+    @property
+    def errors(self) -> ClientErrors:
+        """How the target's client errors are worded (the raw path's producer words its own so)."""
+        return self._errors
+
     # -- sending -----------------------------------------------------------------------
 
     def send(

@@ -92,6 +92,21 @@ class TargetTopics:
                             "and the mirror stops; set batch.size to at most %d in --producer.config",
                             resource.name, limit, self._batch_bytes, limit)
 
+    def require_partitions(self, mapping: Dict[str, List[str]]) -> None:
+        """Each target topic has at least its source topic's partitions (the raw path keeps
+        partition numbers and cannot repartition): else one clear line."""
+        try:
+            source, target = list_topic_partitions(self._source), list_topic_partitions(self._target)
+        except KafkaException as exc:
+            log.warning("Cannot compare partition counts now (%s)", exc.args[0].str())
+            return
+        for src, dsts in mapping.items():
+            for dst in dsts:
+                if src in source and dst in target and target[dst] < source[src]:
+                    raise ClientFailed(f"--use.raw.bytes keeps partition numbers: target topic {dst} has "
+                                       f"{target[dst]} partitions, fewer than the {source[src]} of source topic "
+                                       f"{src}; add partitions to the target topic")
+
     def retry_pending(self) -> None:
         """Check again the topics an unreachable cluster kept us from checking."""
         if self._pending:

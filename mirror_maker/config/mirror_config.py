@@ -41,6 +41,8 @@ class MirrorMakerConfig:
     metrics_bind: str = "0.0.0.0"
     status_interval_ms: int = 30000
     exit_when_caught_up: bool = False
+    #: --use.raw.bytes: whole batches instead of records (the shallow package).
+    use_raw_bytes: bool = False
 
     @property
     def group_id(self) -> str:

@@ -19,7 +19,7 @@ from ..clients.target_topics import TargetTopics
 from ..clients.client_errors import ClientErrors, principal
 from ..config.mirror_config import MirrorMakerConfig
 from ..errors import MirrorFailure
-from ..handlers import DefaultMessageHandler
+from ..handlers import DefaultMessageHandler, RawBatchHandler
 from ..ops.metrics import MirrorMetrics
 from ..ops.notify import notify
 from ..plugins import load_handler, load_listener
@@ -41,8 +41,10 @@ TOPIC_RETRY_S = 5.0
 
 def load_plugins(config: MirrorMakerConfig):
     """The handler and the listener, built before anything connects."""
-    handler = (load_handler(config.message_handler, config.message_handler_args)
-               if config.message_handler else DefaultMessageHandler())
+    raw = config.use_raw_bytes
+    default = RawBatchHandler() if raw else DefaultMessageHandler()
+    handler = (load_handler(config.message_handler, config.message_handler_args, raw=raw)
+               if config.message_handler else default)
     listener = (load_listener(config.rebalance_listener, config.rebalance_listener_args)
                 if config.rebalance_listener else None)
     return handler, listener
@@ -89,11 +91,17 @@ class MirrorMaker:
         self._subscription = TopicSubscription(
             source_admin, config.include, config.exclude_internal_topics,
             config.topic_refresh_ms, config.consumer["bootstrap.servers"])
+        thread_class = MirrorThread
+        if config.use_raw_bytes:
+            from ..shallow.worker import RawMirrorThread as thread_class  # kafka-python: only then
         self.threads = [
-            MirrorThread(i, config, self.producer, self._handler, self._listener, self.state,
+            thread_class(i, config, self.producer, self._handler, self._listener, self.state,
                          self._subscription, target_topics, self.metrics, source_errors)
             for i in self._streams
         ]
+        # Raw streams have producers of their own: their acknowledgements count too.
+        self.metrics.acknowledged = lambda: (self.producer.acknowledged()
+                                             + sum(thread.acknowledged() for thread in self.threads))
         self._status = StatusReporter(self.snapshot, config.status_interval_ms / 1000.0,
                                       progress=config.exit_when_caught_up)
         self.metrics.assigned_partitions = self.assigned
@@ -162,6 +170,8 @@ class MirrorMaker:
             log.info("Start clean shutdown.")
         deadline = self.state.deadline or time.monotonic()
         for thread in self.threads:
+            if thread.ident is None:
+                continue  # start() failed before this thread ran
             thread.join(max(0.0, deadline - time.monotonic()) + JOIN_GRACE_S)
             if thread.is_alive():
                 log.warning("%s did not stop in time", thread.name)

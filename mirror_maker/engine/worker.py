@@ -94,7 +94,7 @@ class MirrorThread(threading.Thread):
             if self._errors is not None:
                 conf["error_cb"] = self._errors
             self._consumer = confluent_kafka.Consumer(conf)
-            self._checkpoint = Checkpoint(self._producer, OffsetCommitter(self._consumer),
+            self._checkpoint = Checkpoint(self._flushable(), OffsetCommitter(self._consumer),
                                           self._state, self._config.offset_commit_interval_ms,
                                           metrics=self._metrics, owned=self.assigned.__contains__)
             self._loop()
@@ -107,6 +107,14 @@ class MirrorThread(threading.Thread):
             self._state.fail(ClientFailed(f"{self.name} failed: {type(exc).__name__}: {exc}"))
         finally:
             self._finish()
+
+    def _flushable(self):
+        """What a commit flushes first (the shared producer; the raw path adds its own)."""
+        return self._producer
+
+    def acknowledged(self) -> int:
+        """Records this thread's own producer had acknowledged (the shared one counts its own)."""
+        return 0
 
     def _finish(self) -> None:
         try:
@@ -350,8 +358,12 @@ class MirrorThread(threading.Thread):
         self._log.info("Assigned %s", _describe(tps))
         if tps:
             self._ensure_target_topics(tps)
-            self._assign_from_positions(consumer, partitions)
+            self._assigned_from(self._assign_from_positions(consumer, partitions))
         self._call_listener("on_partitions_assigned", tps)
+
+    def _assigned_from(self, positions) -> None:
+        """The newly assigned partitions are assigned, each from its position (the raw path
+        takes them over from here)."""
 
     def _on_revoke(self, consumer, partitions) -> None:
         tps = [TopicPartition(p.topic, p.partition) for p in partitions]
@@ -431,6 +443,7 @@ class MirrorThread(threading.Thread):
             consumer.incremental_assign(positions)
         else:
             consumer.assign(positions)
+        return positions
 
     def _call_listener(self, method: str, tps: List[TopicPartition]) -> None:
         callback = getattr(self._listener, method, None)

@@ -67,12 +67,14 @@ class WindowStat:
 
 
 class PartitionStats:
-    __slots__ = ("records", "bytes", "age", "lag")
+    __slots__ = ("records", "bytes", "age", "latency", "lag")
 
     def __init__(self) -> None:
         self.records = 0
         self.bytes = 0
         self.age = WindowStat()
+        #: Measured replication latency, where acknowledgements come back per batch (raw path).
+        self.latency = WindowStat()
         self.lag: Optional[int] = None
 
 
@@ -86,6 +88,8 @@ class MirrorMetrics:
         self.dropped = 0
         #: Records the message handler returned no record for (their offsets are committed).
         self.filtered_records = 0
+        #: The raw path's batches the record path took, by reason.
+        self.fallbacks: Dict[str, int] = {}
         self.commits = 0
         self.commit_seconds_sum = 0.0
         self.commit_buckets = [0] * len(COMMIT_BUCKETS)
@@ -116,8 +120,21 @@ class MirrorMetrics:
                 stats.age.record_many(age_min, age_max, age_sum, aged, self._clock())
 
     def dropped_one(self) -> None:
+        self.dropped_many(1)
+
+    def dropped_many(self, records: int) -> None:
         with self._lock:
-            self.dropped += 1
+            self.dropped += records
+
+    def batch_acknowledged(self, tp: TopicPartition, latency_ms: float) -> None:
+        """The raw path: the target acknowledged a batch whose newest record is this old."""
+        stats = self._stats(tp)
+        with self._lock:
+            stats.latency.record_many(latency_ms, latency_ms, latency_ms, 1, self._clock())
+
+    def raw_fallback(self, reason: str) -> None:
+        with self._lock:
+            self.fallbacks[reason] = self.fallbacks.get(reason, 0) + 1
 
     def filtered(self, records: int) -> None:
         with self._lock:
@@ -166,7 +183,7 @@ class MirrorMetrics:
         with self._lock:
             items = sorted(self.partitions.items())
             dropped, commits, commit_sum = self.dropped, self.commits, self.commit_seconds_sum
-            filtered = self.filtered_records
+            filtered, fallbacks = self.filtered_records, dict(self.fallbacks)
             buckets, rebalances = list(self.commit_buckets), dict(self.rebalances)
         labels = ["topic", "partition"]
         families = {
@@ -196,7 +213,11 @@ class MirrorMetrics:
                 continue
             for stat, value in zip(("min", "max", "avg"), ages):
                 windows[("record_age_ms", stat)].add_metric(values, value)
-            if delay is not None:
+            measured = stats.latency.values(now)
+            if measured is not None:
+                for stat, value in zip(("min", "max", "avg"), measured):
+                    windows[("replication_latency_ms", stat)].add_metric(values, value)
+            elif delay is not None:
                 for stat, age, extra in zip(("min", "max", "avg"), ages, delay):
                     windows[("replication_latency_ms", stat)].add_metric(values, age + extra)
         yield from families.values()
@@ -207,6 +228,11 @@ class MirrorMetrics:
                                   "(Kafka's MirrorMaker-numDroppedMessages)", value=dropped)
         yield CounterMetricFamily("mirrormaker_filtered_records", "Records the message handler "
                                   "returned no record for", value=filtered)
+        fallback = CounterMetricFamily("mirrormaker_raw_fallback_batches", "Batches the raw path could not "
+                                       "forward as they are, mirrored by the record path", labels=["reason"])
+        for reason, count in sorted(fallbacks.items()):
+            fallback.add_metric([reason], count)
+        yield fallback
         # ``committed`` counts a cycle in every bucket it fits, so the buckets are cumulative.
         cumulative = [(str(bound), count) for bound, count in zip(COMMIT_BUCKETS, buckets)]
         cumulative.append(("+Inf", commits))

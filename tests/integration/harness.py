@@ -220,14 +220,14 @@ class Cluster:
         return count
 
     def read_all(self, topic: str, expected: Optional[int] = None,
-                 timeout_s: float = 60.0) -> List:
+                 timeout_s: float = 60.0, **overrides) -> List:
         """Every record of ``topic`` (all partitions, from the start) as (partition, offset, Rec).
 
         Reads until each partition reported its end and, if ``expected`` is given, at least
         that many records arrived; fails at the deadline.
         """
         n = wait_until(lambda: self.partitions(topic), timeout_s, f"topic {topic} to exist")
-        consumer = self.consumer(group=unique("read-all"))
+        consumer = self.consumer(group=unique("read-all"), **overrides)
         consumer.assign([KafkaTopicPartition(topic, p, 0) for p in range(n)])
         out, at_end = [], set()
         deadline = time.monotonic() + timeout_s

@@ -47,8 +47,9 @@ ALLOWED = {
     "ops": {"errors", "records"},
     "clients": {"errors", "records", "ops", "engine.state"},
     "offsets": {"errors", "records", "clients", "engine.state", "ops"},
-    "engine": API_LEVEL | {"config", "clients", "offsets", "ops", "cli.exit_codes"},
+    "engine": API_LEVEL | {"config", "clients", "offsets", "ops", "cli.exit_codes", "shallow"},
     "spark": API_LEVEL | {"config", "engine", "ops", "cli.exit_codes"},
+    "shallow": API_LEVEL | {"engine", "clients", "ops"},
 }
 
 

@@ -1,0 +1,158 @@
+"""Kafka v2 record batches as bytes: find them in a fetch response, decide which may be forwarded
+as they are, and rewrite the few header fields that must change on the target.
+
+A v2 batch header (offsets in bytes): baseOffset 0 (int64) | batchLength 8 (int32, counted from
+byte 12) | partitionLeaderEpoch 12 | magic 16 | crc 17 (CRC-32C of bytes 21..end) | attributes 21
+(bits 0-2 codec, 3 LogAppendTime, 4 transactional, 5 control) | lastOffsetDelta 23 | baseTimestamp
+27 | maxTimestamp 35 | producerId 43 | producerEpoch 51 | baseSequence 53 | recordCount 57 |
+records 61. Nothing here decompresses a record: work is per batch, never per record.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+from typing import Iterable, List, Optional, Tuple
+
+import google_crc32c
+
+HEADER = struct.Struct(">qiibIhiqqqhii")
+HEADER_SIZE = HEADER.size  # 61
+_OFFSET_AND_LENGTH = struct.Struct(">qi")
+_LOG_OVERHEAD = 12  # baseOffset and batchLength precede what batchLength counts
+MAGIC_AT = 16
+
+CODECS = {0: "none", 1: "gzip", 2: "snappy", 3: "lz4", 4: "zstd"}
+_TIMESTAMP_LOG_APPEND = 0x08
+_TRANSACTIONAL = 0x10
+_CONTROL = 0x20
+
+
+@dataclass(frozen=True)
+class Batch:
+    """One complete batch (or, magic 0/1, one legacy message set entry) inside ``data``."""
+
+    data: bytes
+    start: int
+    end: int
+    base_offset: int
+    last_offset: int
+    magic: int
+    attributes: int = 0
+    record_count: int = 0
+    producer_id: int = -1
+    base_timestamp: int = -1
+    max_timestamp: int = -1
+
+    @property
+    def next_offset(self) -> int:
+        return self.last_offset + 1
+
+    @property
+    def size(self) -> int:
+        return self.end - self.start
+
+    @property
+    def codec(self) -> str:
+        return CODECS.get(self.attributes & 0x07, "unknown")
+
+    @property
+    def is_control(self) -> bool:
+        return bool(self.attributes & _CONTROL)
+
+    @property
+    def is_transactional(self) -> bool:
+        return bool(self.attributes & _TRANSACTIONAL)
+
+    def why_not_raw(self, max_bytes: Optional[int] = None) -> Optional[str]:
+        """Why this batch cannot be forwarded as it is (the record path takes it), or None."""
+        if self.magic != 2:
+            return f"magic {self.magic}"
+        if self.last_offset - self.base_offset + 1 != self.record_count:
+            return "offset holes (compaction)"  # Kafka requires lastOffsetDelta + 1 == recordCount
+        if self.attributes & _TIMESTAMP_LOG_APPEND:
+            return "LogAppendTime"  # the target refuses it; its records' times would change
+        if max_bytes is not None and self.size > max_bytes:
+            return "larger than the target's max.message.bytes"
+        return None
+
+
+def split(data: bytes) -> List[Batch]:
+    """The complete batches of a fetch response's records (a partial last one is left out: the
+    next fetch starts at its offset again)."""
+    batches, pos, size = [], 0, len(data)
+    while pos + _LOG_OVERHEAD + 5 <= size:
+        base_offset, length = _OFFSET_AND_LENGTH.unpack_from(data, pos)
+        end = pos + _LOG_OVERHEAD + length
+        if end > size or length <= 0:
+            break
+        magic = data[pos + MAGIC_AT]
+        if magic == 2 and length + _LOG_OVERHEAD >= HEADER_SIZE:
+            (_b, _l, _epoch, _m, _crc, attributes, last_delta, base_ts, max_ts, producer_id, _pe, _seq,
+             count) = HEADER.unpack_from(data, pos)
+            batches.append(Batch(data, pos, end, base_offset, base_offset + last_delta, 2, attributes,
+                                 count, producer_id, base_ts, max_ts))
+        else:  # a legacy entry: its offset is the last offset it holds (a compressed wrapper's too)
+            batches.append(Batch(data, pos, end, base_offset, base_offset, magic))
+        pos = end
+    return batches
+
+
+def rewrite(batch: Batch, producer_id: int, producer_epoch: int, base_sequence: int) -> bytes:
+    """The batch as the target must receive it: base offset 0, no leader epoch, not
+    transactional, our producer id, epoch and sequence, and the CRC recomputed. The records are
+    copied as they are (same compression, same record count, same timestamps)."""
+    fields = list(HEADER.unpack_from(batch.data, batch.start))
+    fields[0] = 0
+    fields[2] = -1
+    fields[5] &= ~_TRANSACTIONAL
+    fields[9], fields[10], fields[11] = producer_id, producer_epoch, base_sequence
+    records = batch.data[batch.start + HEADER_SIZE:batch.end]
+    fields[4] = google_crc32c.extend(google_crc32c.value(HEADER.pack(*fields)[21:]), records)
+    return HEADER.pack(*fields) + records
+
+
+def committed(batches: Iterable[Batch], aborted: Iterable[Tuple[int, int]]) -> List[Tuple[Batch, bool]]:
+    """read_committed rules over one partition's batches: (batch, forward it?) in order.
+
+    ``aborted`` is the fetch response's (producer id, first offset) list. A transactional batch
+    of a producer with an aborted transaction that started at or before the batch's last offset
+    is dropped; a control batch (a commit or abort marker) is dropped, and an abort marker ends
+    that producer's aborted range. Every batch still moves the position past it.
+    """
+    pending = sorted(aborted, key=lambda entry: entry[1])
+    open_aborts = set()
+    out = []
+    for batch in batches:
+        while pending and pending[0][1] <= batch.last_offset:
+            open_aborts.add(pending.pop(0)[0])
+        if batch.is_control:
+            if batch.producer_id in open_aborts and _is_abort_marker(batch):
+                open_aborts.discard(batch.producer_id)
+            out.append((batch, False))
+        elif batch.is_transactional and batch.producer_id in open_aborts:
+            out.append((batch, False))
+        else:
+            out.append((batch, True))
+    return out
+
+
+def _is_abort_marker(batch: Batch) -> bool:
+    """A control record's key is (version int16, type int16): type 0 aborts, 1 commits. The one
+    record of a control batch starts right after the header, as an uncompressed v2 record:
+    length (varint), attributes (int8), timestamp and offset deltas (varints), key length
+    (varint), key."""
+    data, pos = batch.data, batch.start + HEADER_SIZE
+    pos = _skip_varint(data, pos)  # length
+    pos += 1  # attributes
+    pos = _skip_varint(data, pos)  # timestamp delta
+    pos = _skip_varint(data, pos)  # offset delta
+    pos = _skip_varint(data, pos)  # key length
+    _version, kind = struct.unpack_from(">hh", data, pos)
+    return kind == 0
+
+
+def _skip_varint(data: bytes, pos: int) -> int:
+    while data[pos] & 0x80:
+        pos += 1
+    return pos + 1

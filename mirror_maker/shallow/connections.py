@@ -1,0 +1,109 @@
+"""Kafka protocol connections for the raw data path, from the settings the confluent clients get.
+
+librdkafka has no raw-batch API, so fetches and produces of whole batches go through
+kafka-python's protocol client (requests generated from Kafka's own message schemas; TLS and
+SASL). Each side's client is built from the same translated librdkafka settings as the confluent
+clients (so JKS stores converted to PEM, SASL from ``sasl.jaas.config``, all work the same), and
+both sides of a stream share one network selector, driven by the stream's own thread.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Dict, Iterable, List, Optional
+
+from ..errors import ConfigError
+
+log = logging.getLogger("mirror_maker.shallow")
+#: kafka-python logs every connection and metadata update at INFO: only its warnings show, unless
+#: the mirror logs at DEBUG.
+logging.getLogger("kafka").setLevel(max(logging.WARNING, logging.getLogger().getEffectiveLevel()))
+
+#: Fetch and Produce versions that still name topics (13 and later use topic ids).
+MAX_FETCH_VERSION = 12
+MAX_PRODUCE_VERSION = 9
+FETCH_MAX_BYTES = 52428800  # librdkafka's fetch.max.bytes default
+METADATA_TIMEOUT_MS = 30000
+_SASL = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+
+
+def net_configs(conf: Dict[str, str], client_id: str, fetch_max_bytes: int = FETCH_MAX_BYTES) -> dict:
+    """kafka-python's settings for a cluster side, from its librdkafka settings; anything the
+    raw path cannot do is a one-line :class:`ConfigError`, found before connecting."""
+    protocol = str(conf.get("security.protocol", "plaintext")).upper()
+    out = {
+        "bootstrap_servers": [host.strip() for host in conf["bootstrap.servers"].split(",") if host.strip()],
+        "client_id": client_id,
+        "security_protocol": protocol,
+        "request_timeout_ms": int(conf.get("request.timeout.ms", conf.get("socket.timeout.ms", 30000))),
+        "reconnect_backoff_ms": int(conf.get("reconnect.backoff.ms", 100)),
+        "reconnect_backoff_max_ms": int(conf.get("reconnect.backoff.max.ms", 10000)),
+        "max_in_flight_requests_per_connection": 5,
+        # A fetch answer holds up to fetch.max.bytes of batches (and one batch may exceed it).
+        "receive_message_max_bytes": max(fetch_max_bytes, 1 << 20) * 2,
+    }
+    if protocol in ("SSL", "SASL_SSL"):
+        if conf.get("ssl.keystore.location"):
+            raise ConfigError("--use.raw.bytes: a PKCS12 ssl.keystore is not supported on the raw path; "
+                              "use a JKS keystore or PEM files (ssl.certificate.location, ssl.key.location)")
+        out.update({
+            "ssl_cafile": conf.get("ssl.ca.location"),
+            "ssl_certfile": conf.get("ssl.certificate.location"),
+            "ssl_keyfile": conf.get("ssl.key.location"),
+            "ssl_password": conf.get("ssl.key.password"),
+            "ssl_check_hostname": str(conf.get("ssl.endpoint.identification.algorithm", "https")).lower() != "none",
+        })
+    if protocol in ("SASL_PLAINTEXT", "SASL_SSL"):
+        mechanism = str(conf.get("sasl.mechanisms", "GSSAPI")).upper()
+        if mechanism not in _SASL:
+            raise ConfigError(f"--use.raw.bytes: SASL mechanism {mechanism} is not supported on the raw "
+                              f"path ({', '.join(_SASL)} are)")
+        out.update({"sasl_mechanism": mechanism, "sasl_plain_username": conf.get("sasl.username"),
+                    "sasl_plain_password": conf.get("sasl.password")})
+    return out
+
+
+class Cluster:
+    """One side's protocol client on a shared selector: metadata, leaders, requests."""
+
+    def __init__(self, net, conf: Dict[str, str], client_id: str, side: str) -> None:
+        from kafka.net.compat import KafkaNetClient
+
+        self.side = side
+        self.bootstrap = conf["bootstrap.servers"]
+        self._net = net
+        self.client = KafkaNetClient(net=net, **net_configs(conf, client_id))
+        self._topics: set = set()
+
+    def connect(self, timeout_ms: int = METADATA_TIMEOUT_MS) -> None:
+        self.client.check_version(timeout_ms=timeout_ms)
+
+    def track(self, topics: Iterable[str], timeout_ms: int = METADATA_TIMEOUT_MS) -> None:
+        """Keep metadata (partition leaders) for these topics, waiting for it when they are new."""
+        topics = set(topics)
+        if topics <= self._topics:
+            return
+        self._topics |= topics
+        future = self.client.cluster.set_topics(sorted(self._topics))
+        self._net.poll(timeout_ms=timeout_ms, future=future)
+
+    def leader(self, topic: str, partition: int) -> Optional[int]:
+        from kafka import TopicPartition
+
+        leader = self.client.cluster.leader_for_partition(TopicPartition(topic, partition))
+        return None if leader is None or leader < 0 else leader
+
+    def partitions(self, topic: str) -> List[int]:
+        return sorted(self.client.cluster.partitions_for_topic(topic) or ())
+
+    def refresh(self) -> None:
+        """Ask for new metadata (a leader moved); it arrives while the selector is polled."""
+        self.client.cluster.request_update()
+
+    def send(self, node: int, request):
+        """Send a request; the returned future resolves while the selector is polled."""
+        return self.client.send(node, request)
+
+    def close(self) -> None:
+        # Only this client's connections: the selector is shared and closed by its owner.
+        self.client._manager.close()

@@ -1,0 +1,187 @@
+"""The raw path's fetcher: whole record batches from the source partitions' leaders.
+
+One fetch is in flight per source broker, for the assigned partitions it leads, from each one's
+position. An answer becomes, per partition and in offset order, work for the stream: a batch to
+forward as it is, a range of offsets for the record path (a batch raw mode cannot forward, or
+the part of the first batch after a position inside it), or a batch to skip (aborted or control
+batches under read_committed). The position moves past everything handed out. Errors: a moved
+leader refreshes metadata; an offset out of range is reset by ``auto.offset.reset`` as the
+consumer would, and logged.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import deque
+from dataclasses import dataclass
+from typing import Deque, Dict, List, Optional
+
+from ..records import TopicPartition
+from .batches import Batch, committed, split
+from .connections import FETCH_MAX_BYTES, MAX_FETCH_VERSION, Cluster
+
+log = logging.getLogger("mirror_maker.shallow")
+
+PARTITION_MAX_BYTES = 1048576  # librdkafka's and Java's max.partition.fetch.bytes default
+FETCH_WAIT_MS = 100
+#: Stop fetching while this much is fetched but not yet acknowledged by the target.
+BUFFER_BYTES = 64 * 1024 * 1024
+_NOT_LEADER = frozenset({3, 5, 6, 74, 75, 100})  # unknown partition, leader moved or unknown epoch
+_OFFSET_OUT_OF_RANGE = 1
+
+
+@dataclass(frozen=True)
+class Work:
+    """One step of a partition's stream, in offset order.
+
+    ``batch`` set and ``records`` False: forward the batch as it is. ``records`` True: the
+    record path mirrors offsets ``first``..``last`` (a batch raw mode cannot forward, or the
+    rest of one a position falls inside). ``skip``: nothing to mirror (aborted or control).
+    """
+
+    source: TopicPartition
+    first: int
+    last: int
+    batch: Optional[Batch] = None
+    records: bool = False
+    reason: str = ""
+    skip: bool = False
+
+
+class RawFetcher:
+    def __init__(self, cluster: Cluster, isolation_level: int, reset: str, fetch_max_bytes: int = FETCH_MAX_BYTES,
+                 partition_max_bytes: int = PARTITION_MAX_BYTES, wait_ms: int = FETCH_WAIT_MS,
+                 max_batch_bytes: Optional[int] = None) -> None:
+        self._cluster = cluster
+        self._isolation = isolation_level
+        self._reset = reset
+        self._max_bytes = fetch_max_bytes
+        self._partition_max = partition_max_bytes
+        self._wait_ms = wait_ms
+        #: The target's max.message.bytes where known: larger batches take the record path.
+        self.max_batch_bytes: Dict[str, int] = {}
+        self.positions: Dict[TopicPartition, int] = {}
+        self.high_watermarks: Dict[TopicPartition, int] = {}
+        self._grown: Dict[TopicPartition, int] = {}
+        self._in_flight: Dict[int, object] = {}
+        self.work: Dict[TopicPartition, Deque[Work]] = {}
+        self.buffered_bytes = 0
+        #: Partitions whose position is out of range: the stream resets them (auto.offset.reset).
+        self.out_of_range: set = set()
+
+    # -- assignment ----------------------------------------------------------------------
+
+    def assign(self, tp: TopicPartition, position: int) -> None:
+        self.positions[tp] = position
+        self.work.setdefault(tp, deque())
+        self._cluster.track([tp.topic])
+
+    def forget(self, tp: TopicPartition) -> None:
+        self.positions.pop(tp, None)
+        self.high_watermarks.pop(tp, None)
+        for item in self.work.pop(tp, ()):
+            if item.batch is not None:
+                self.buffered_bytes -= item.batch.size
+
+    def seek(self, tp: TopicPartition, position: int) -> None:
+        """Continue from ``position`` (after the record path took a range)."""
+        if tp in self.positions:
+            self.positions[tp] = position
+
+    # -- fetching ------------------------------------------------------------------------
+
+    def fetch(self, pending_bytes: int) -> None:
+        """Send a fetch to every leader that has none in flight, while the buffer has room."""
+        from kafka.protocol.consumer import FetchRequest
+
+        if pending_bytes + self.buffered_bytes >= BUFFER_BYTES:
+            return
+        by_node: Dict[int, List[TopicPartition]] = {}
+        for tp in self.positions:
+            if self.work.get(tp):
+                continue  # its last answer is not handed out yet
+            node = self._cluster.leader(tp.topic, tp.partition)
+            if node is None:
+                self._cluster.refresh()
+                continue
+            if node not in self._in_flight:
+                by_node.setdefault(node, []).append(tp)
+        for node, tps in by_node.items():
+            topics: Dict[str, list] = {}
+            for tp in tps:
+                topics.setdefault(tp.topic, []).append(FetchRequest.FetchTopic.FetchPartition(
+                    partition=tp.partition, fetch_offset=self.positions[tp],
+                    partition_max_bytes=self._grown.get(tp, self._partition_max)))
+            request = FetchRequest(max_wait_ms=self._wait_ms, min_bytes=1, max_bytes=self._max_bytes,
+                                   isolation_level=self._isolation,
+                                   topics=[FetchRequest.FetchTopic(topic=t, partitions=p) for t, p in topics.items()],
+                                   max_version=MAX_FETCH_VERSION)
+            requested = {tp: self.positions[tp] for tp in tps}
+            future = self._cluster.send(node, request)
+            self._in_flight[node] = future
+            future.add_callback(self._on_response, node, requested)
+            future.add_errback(self._on_failed, node)
+
+    def _on_failed(self, node: int, exc) -> None:
+        self._in_flight.pop(node, None)
+        log.debug("fetch from node %s failed: %s", node, exc)
+        self._cluster.refresh()
+
+    def _on_response(self, node: int, requested: Dict[TopicPartition, int], response) -> None:
+        self._in_flight.pop(node, None)
+        for topic in response.responses:
+            for part in topic.partitions:
+                tp = TopicPartition(topic.topic, part.partition_index)
+                position = requested.get(tp)
+                if position is None or self.positions.get(tp) != position:
+                    continue  # reassigned or moved meanwhile: a later fetch asks again
+                if part.error_code:
+                    self._partition_error(tp, part.error_code)
+                    continue
+                self.high_watermarks[tp] = part.high_watermark
+                self._take(tp, position, part.records or b"",
+                           [(a.producer_id, a.first_offset) for a in (part.aborted_transactions or ())])
+
+    def _take(self, tp: TopicPartition, position: int, data: bytes, aborted) -> None:
+        batches = split(data)
+        if not batches:
+            if data:  # one batch larger than what the partition may return: ask for more
+                self._grown[tp] = min(self._grown.get(tp, self._partition_max) * 2, 1 << 30)
+            return
+        self._grown.pop(tp, None)
+        queue = self.work[tp]
+        limit = self.max_batch_bytes.get(tp.topic)
+        pairs = committed(batches, aborted) if self._isolation else [(b, True) for b in batches]
+        for batch, forward in pairs:
+            if batch.last_offset < position:
+                continue  # wholly before the position (a compacted or legacy leftover)
+            if not forward:
+                queue.append(Work(tp, max(position, batch.base_offset), batch.last_offset, skip=True))
+            elif batch.base_offset < position:
+                queue.append(Work(tp, position, batch.last_offset, records=True, reason="a position inside the batch"))
+            else:
+                reason = batch.why_not_raw(limit)
+                if reason is None:
+                    queue.append(Work(tp, batch.base_offset, batch.last_offset, batch=batch))
+                    self.buffered_bytes += batch.size
+                else:
+                    queue.append(Work(tp, batch.base_offset, batch.last_offset, records=True, reason=reason))
+            position = batch.next_offset
+        self.positions[tp] = position
+
+    def _partition_error(self, tp: TopicPartition, code: int) -> None:
+        if code in _NOT_LEADER:
+            self._cluster.refresh()
+        elif code == _OFFSET_OUT_OF_RANGE:
+            self.out_of_range.add(tp)
+        else:
+            log.warning("Fetching %s-%d failed with error %d; will try again", tp.topic, tp.partition, code)
+
+
+    def taken(self, item: Work) -> None:
+        """The stream handed this item on (its batch is the producer's now)."""
+        if item.batch is not None:
+            self.buffered_bytes -= item.batch.size
+
+    def idle(self) -> bool:
+        return not self._in_flight

@@ -1,0 +1,306 @@
+"""The raw path's producer: whole record batches to the target, idempotent, in order.
+
+It asks the target for its own producer id (InitProducerId) and gives every batch the next
+sequence of its partition when the batch is first sent. Each request carries at most one batch
+per partition (Kafka refuses more), several partitions per request, and up to 5 requests are in
+flight per broker (the idempotent producer's limit, within which the broker deduplicates).
+
+Kafka appends a partition's batches only in sequence order, so after a failure the batches not
+acknowledged are exactly those to send again, with the same sequences: a retriable error (a
+moved leader, a timeout, a lost connection, "out of order" for the batches behind a failed one)
+marks the partition, and once none of its batches is in flight they go again in order; "duplicate
+sequence" means an earlier attempt was written, which is a success. A batch the target refuses
+for good is a send failure with MirrorMaker's semantics: with abort it stops the mirror, nothing
+committed past it; without, it is counted as dropped and the batches behind it are given the
+sequences it would have used.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Deque, Dict, List, Optional, Tuple
+
+from ..errors import ClientFailed, SendFailed
+from ..records import TopicPartition
+from .batches import Batch, rewrite
+from .connections import MAX_PRODUCE_VERSION, Cluster
+
+log = logging.getLogger("mirror_maker.shallow")
+
+MAX_IN_FLIGHT = 5
+_SEQUENCE_WRAP = 2 ** 31
+INIT_TIMEOUT_S = 60.0
+#: Produce errors after which the same batch may go again (Kafka's retriable ones).
+RETRIABLE = frozenset({
+    3,   # UNKNOWN_TOPIC_OR_PARTITION: metadata not everywhere yet
+    5,   # LEADER_NOT_AVAILABLE
+    6,   # NOT_LEADER_OR_FOLLOWER
+    7,   # REQUEST_TIMED_OUT
+    13,  # NETWORK_EXCEPTION
+    14, 15, 16,  # coordinator loading, not available, not coordinator
+    19, 20,  # NOT_ENOUGH_REPLICAS (after append)
+    45,  # OUT_OF_ORDER_SEQUENCE_NUMBER: behind a batch that failed
+    56,  # KAFKA_STORAGE_ERROR
+    74, 75,  # FENCED_LEADER_EPOCH, UNKNOWN_LEADER_EPOCH
+})
+DUPLICATE_SEQUENCE = 46
+#: The producer itself is unusable: fail the run.
+PRODUCER_FATAL = frozenset({31, 47, 49, 59, 90})  # cluster authz, invalid epoch/mapping, unknown id, fenced
+ERROR_NAMES = {2: "CORRUPT_MESSAGE", 10: "MESSAGE_TOO_LARGE", 18: "RECORD_LIST_TOO_LARGE",
+               29: "TOPIC_AUTHORIZATION_FAILED", 31: "CLUSTER_AUTHORIZATION_FAILED",
+               32: "INVALID_TIMESTAMP", 47: "INVALID_PRODUCER_EPOCH", 59: "UNKNOWN_PRODUCER_ID",
+               87: "INVALID_RECORD", 90: "PRODUCER_FENCED"}
+
+
+@dataclass
+class Entry:
+    """One batch on its way to a target partition."""
+
+    batch: Batch
+    source: TopicPartition
+    sequence: int = -1
+    in_flight: bool = False
+    acked: bool = False
+
+
+@dataclass
+class PartitionLog:
+    """A target partition's batches not acknowledged yet, in sequence order."""
+
+    entries: Deque[Entry] = field(default_factory=deque)
+    next_sequence: int = 0
+    #: A failure happened: send the unacknowledged batches again once none is in flight.
+    rewind: bool = False
+
+    def in_flight(self) -> int:
+        return sum(1 for entry in self.entries if entry.in_flight)
+
+
+class RawProducer:
+    def __init__(self, cluster: Cluster, net, state, abort_on_send_failure: bool, metrics,
+                 errors=None, request_timeout_ms: int = 30000) -> None:
+        self._cluster = cluster
+        self._net = net
+        self._state = state
+        self._abort = abort_on_send_failure
+        self._metrics = metrics
+        self._errors = errors
+        self._timeout_ms = request_timeout_ms
+        self._logs: Dict[Tuple[str, int], PartitionLog] = {}
+        self._node_in_flight: Dict[int, int] = {}
+        self.producer_id = -1
+        self.producer_epoch = -1
+        self.acked_records = 0
+        self.queued_bytes = 0
+
+    # -- set-up ------------------------------------------------------------------------
+
+    def init_producer_id(self, deadline: Optional[float] = None) -> None:
+        """Our own producer id from the target; retried while its coordinator is loading."""
+        from kafka.protocol.producer import InitProducerIdRequest
+
+        deadline = deadline or time.monotonic() + INIT_TIMEOUT_S
+        while True:
+            node = self._cluster.client.least_loaded_node(bootstrap_fallback=True)
+            request = InitProducerIdRequest(transactional_id=None, transaction_timeout_ms=60000,
+                                            producer_id=-1, producer_epoch=-1, max_version=4)
+            error = None
+            try:
+                response = self._cluster.client.send_and_receive(node, request, timeout_ms=self._timeout_ms)
+                if response.error_code == 0:
+                    self.producer_id, self.producer_epoch = response.producer_id, response.producer_epoch
+                    log.info("Raw producer id %d, epoch %d on the target", self.producer_id, self.producer_epoch)
+                    return
+                error = f"error {response.error_code}"
+                if response.error_code == 31:
+                    raise self._fatal(31, "an idempotent producer id")
+            except ClientFailed:
+                raise
+            except Exception as exc:  # not connected yet, a timeout
+                error = str(exc)
+            if time.monotonic() >= deadline or self._state.stopping:
+                raise ClientFailed(f"the target cluster ({self._cluster.bootstrap}) gave the raw producer "
+                                   f"no producer id: {error}")
+            time.sleep(0.2)
+
+    # -- sending -----------------------------------------------------------------------
+
+    def send(self, topic: str, partition: int, batch: Batch, source: TopicPartition) -> None:
+        """Queue one batch for a target partition (sent by ``pump``)."""
+        log_ = self._logs.get((topic, partition))
+        if log_ is None:
+            self._cluster.track([topic])
+            log_ = self._logs[(topic, partition)] = PartitionLog()
+        log_.entries.append(Entry(batch, source))
+        self.queued_bytes += batch.size
+
+    def busy(self, topic: str, partition: int) -> bool:
+        log_ = self._logs.get((topic, partition))
+        return bool(log_ and log_.entries)
+
+    def pump(self) -> None:
+        """Send what can go now: per broker, up to 5 requests in flight, one batch per partition
+        per request, each partition's batches in order."""
+        while not self._state.failed:
+            sent = False
+            for node, items in self._sendable().items():
+                if self._node_in_flight.get(node, 0) < MAX_IN_FLIGHT:
+                    self._send_request(node, items)
+                    sent = True
+            if not sent:
+                return
+
+    def _sendable(self) -> Dict[int, List[Tuple[Tuple[str, int], Entry]]]:
+        """Per leader, each partition's next batch that may go now."""
+        ready: Dict[int, List[Tuple[Tuple[str, int], Entry]]] = {}
+        for key, log_ in self._logs.items():
+            if not log_.entries:
+                continue
+            if log_.rewind:
+                if log_.in_flight():
+                    continue  # wait until every batch of the partition came back
+                log_.rewind = False
+            entry = next((e for e in log_.entries if not e.in_flight and not e.acked), None)
+            if entry is None:
+                continue
+            node = self._cluster.leader(*key)
+            if node is None:
+                self._cluster.refresh()
+                continue
+            ready.setdefault(node, []).append((key, entry))
+        return ready
+
+    def _send_request(self, node: int, items) -> None:
+        from kafka.protocol.producer import ProduceRequest
+
+        by_topic: Dict[str, list] = {}
+        for (topic, partition), entry in items:
+            log_ = self._logs[(topic, partition)]
+            if entry.sequence < 0:
+                entry.sequence = log_.next_sequence
+                log_.next_sequence = (log_.next_sequence + entry.batch.record_count) % _SEQUENCE_WRAP
+            data = rewrite(entry.batch, self.producer_id, self.producer_epoch, entry.sequence)
+            by_topic.setdefault(topic, []).append(
+                ProduceRequest.TopicProduceData.PartitionProduceData(index=partition, records=data))
+            entry.in_flight = True
+        request = ProduceRequest(transactional_id=None, acks=-1, timeout_ms=self._timeout_ms,
+                                 topic_data=[ProduceRequest.TopicProduceData(name=t, partition_data=p)
+                                             for t, p in by_topic.items()],
+                                 max_version=MAX_PRODUCE_VERSION)
+        self._node_in_flight[node] = self._node_in_flight.get(node, 0) + 1
+        future = self._cluster.send(node, request)
+        sent = [(key, entry) for key, entry in items]
+        future.add_callback(self._on_response, node, sent)
+        future.add_errback(self._on_request_failed, node, sent)
+
+    # -- answers -----------------------------------------------------------------------
+
+    def _on_response(self, node: int, sent, response) -> None:
+        self._node_in_flight[node] -= 1
+        codes = {(topic.name, p.index): (p.error_code, p.error_message)
+                 for topic in response.responses for p in topic.partition_responses}
+        now_ms = time.time() * 1000.0
+        for key, entry in sent:
+            code, message = codes.get(key, (13, "no answer for the partition"))
+            entry.in_flight = False
+            if code in (0, DUPLICATE_SEQUENCE):
+                entry.acked = True
+                self._acknowledged(key, now_ms)
+            elif code in RETRIABLE:
+                self._retry(key, code)
+            elif code in PRODUCER_FATAL:
+                self._state.fail(self._fatal(code, f"{key[0]}-{key[1]}"))
+            else:
+                self._refused(key, entry, code, message)
+
+    def _on_request_failed(self, node: int, sent, exc) -> None:
+        self._node_in_flight[node] -= 1
+        log.debug("produce request to node %s failed: %s", node, exc)
+        self._cluster.refresh()
+        for key, entry in sent:
+            entry.in_flight = False
+            self._logs[key].rewind = True
+
+    def _retry(self, key, code: int) -> None:
+        self._logs[key].rewind = True
+        if code in (3, 5, 6, 74, 75):
+            self._cluster.refresh()
+
+    def _acknowledged(self, key, now_ms: float) -> None:
+        log_ = self._logs[key]
+        while log_.entries and log_.entries[0].acked:
+            entry = log_.entries.popleft()
+            self.acked_records += entry.batch.record_count
+            self.queued_bytes -= entry.batch.size
+            if entry.batch.max_timestamp > 0:  # exact, per batch: the target acknowledged it now
+                self._metrics.batch_acknowledged(entry.source, now_ms - entry.batch.max_timestamp)
+
+    def _refused(self, key, entry: Entry, code: int, message) -> None:
+        name = ERROR_NAMES.get(code, f"error {code}")
+        where = (f"{entry.source.topic}-{entry.source.partition} offsets {entry.batch.base_offset}.."
+                 f"{entry.batch.last_offset}")
+        reason = f"{name}{': ' + message if message else ''}"
+        if code in (29, 31) and self._errors is not None:
+            from confluent_kafka import KafkaError
+
+            reason = str(self._errors.not_authorized(KafkaError(code), topic=key[0]))
+        text = (f"Error when sending a batch of {entry.batch.record_count} records from {where} to "
+                f"topic {key[0]} partition {key[1]}: {reason}")
+        self._metrics.dropped_many(entry.batch.record_count)
+        if self._abort or self._state.failed:
+            if self._state.fail(SendFailed(text)):
+                log.info("Closing producer due to send failure.")
+            return
+        log.error("%s (dropped; --abort.on.send.failure is false)", text)
+        log_ = self._logs[key]
+        log_.entries.remove(entry)
+        self.queued_bytes -= entry.batch.size
+        # The target did not append it: the batches behind it take its sequences.
+        sequence = entry.sequence
+        for later in log_.entries:
+            if later.sequence >= 0:
+                later.sequence = sequence
+                sequence = (sequence + later.batch.record_count) % _SEQUENCE_WRAP
+        log_.next_sequence = sequence
+        log_.rewind = True
+
+    def _fatal(self, code: int, what: str) -> ClientFailed:
+        if code == 31 and self._errors is not None:
+            from confluent_kafka import KafkaError
+
+            return self._errors.not_authorized(KafkaError(code))
+        return ClientFailed(f"the target cluster ({self._cluster.bootstrap}) refused the raw producer "
+                            f"for {what}: {ERROR_NAMES.get(code, f'error {code}')}")
+
+    # -- waiting -----------------------------------------------------------------------
+
+    def pending(self) -> int:
+        """Batches not acknowledged yet."""
+        return sum(len(log_.entries) for log_ in self._logs.values())
+
+    def drop_partition(self, topic: str, partition: int) -> None:
+        """Forget what is queued for a target partition (its source partition was lost)."""
+        log_ = self._logs.pop((topic, partition), None)
+        if log_ is not None:
+            self.queued_bytes -= sum(entry.batch.size for entry in log_.entries)
+
+    def flush(self, deadline: Optional[float], partitions=None) -> bool:
+        """Drive the network until every queued batch (of ``partitions``, target (topic,
+        partition) pairs, if given) is acknowledged. False when the deadline came first or a
+        fatal failure was recorded: then nothing may be committed."""
+        def waiting() -> bool:
+            keys = self._logs if partitions is None else partitions
+            return any(self._logs.get(key) and self._logs[key].entries for key in keys)
+
+        while waiting():
+            if self._state.failed:
+                return False
+            if deadline is not None and time.monotonic() >= deadline:
+                return False
+            self.pump()
+            step = 100 if deadline is None else max(0, min(100, int((deadline - time.monotonic()) * 1000)))
+            self._net.poll(timeout_ms=step)
+        return not self._state.failed

@@ -1,0 +1,263 @@
+"""One raw mirror stream (``--use.raw.bytes``): whole batches from source partitions to the same
+partitions of the target, with record mode's group membership and commit rules.
+
+The stream's confluent consumer keeps the group and the commits exactly as a record mirror
+thread does (the same group.id, the internal and the user's rebalance listener, flush-then-commit,
+a commit on revoke), but every partition it is assigned is paused right away: the raw fetcher
+reads them. Batches go to the raw producer; the pending offset of a partition is the next
+offset after the last batch handed over, committed only after the target acknowledged everything
+before it (the commit flushes the raw producer first).
+
+What raw mode cannot forward as it is (a position inside a batch, magic 0/1, a compacted batch
+with offset holes, LogAppendTime, a batch larger than the target takes) goes through the record
+path for that range: the raw producer is drained for the partition first, then the consumer
+reads the range (librdkafka decompresses and filters it), the shared record producer sends it to
+the same partition and is flushed, and the raw path continues after it. Order is kept.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import List
+
+from confluent_kafka import TopicPartition as KafkaTopicPartition
+
+from ..engine.worker import MirrorThread, _NO_TIMESTAMP
+from ..errors import ClientFailed, HandlerFailed, MirrorFailure
+from ..records import RawBatch, TopicPartition
+from .connections import Cluster, FETCH_MAX_BYTES
+from .fetcher import FETCH_WAIT_MS, RawFetcher, Work
+from .producer import RawProducer
+
+#: How long the record path may wait for its range before trying again later.
+RECORD_PATH_TIMEOUT_S = 30.0
+#: Nothing came back for this long and the range reaches the partition's end: it holds nothing.
+RECORD_PATH_QUIET_S = 1.0
+
+
+class _Flushes:
+    """A commit's flush: the raw producer, then the record producer the fallbacks use."""
+
+    def __init__(self, raw: RawProducer, records) -> None:
+        self._raw, self._records = raw, records
+
+    def flush(self, deadline=None) -> bool:
+        return self._raw.flush(deadline) and self._records.flush(deadline)
+
+
+class RawMirrorThread(MirrorThread):
+    """A mirror thread whose data path is whole batches (see the module docstring)."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self._raw = None  # built in the thread, with its network selector
+
+    def run(self) -> None:
+        from kafka.net.selector import NetworkSelector
+
+        try:
+            self._net = NetworkSelector()
+            self._source = Cluster(self._net, self._config.consumer, f"{self._config.group_id}-{self.index}-raw",
+                                   "source")
+            self._target = Cluster(self._net, self._config.producer, f"producer-raw-{self.index}", "target")
+            isolation = 0 if self._config.consumer.get("isolation.level", "read_committed") == "read_uncommitted" else 1
+            self._fetcher = RawFetcher(self._source, isolation, self._config.consumer.get("auto.offset.reset", "latest"),
+                                       int(self._config.consumer.get("fetch.max.bytes", FETCH_MAX_BYTES)))
+            self._raw = RawProducer(self._target, self._net, self._state, self._config.abort_on_send_failure,
+                                    self._metrics, self._producer.errors)
+            for cluster in (self._source, self._target):
+                cluster.connect()
+            self._raw.init_producer_id(self._state.deadline)
+        except MirrorFailure as exc:
+            self._state.fail(exc)
+            return
+        except Exception as exc:
+            self._state.fail(ClientFailed(f"{self.name}: cannot start the raw path: {type(exc).__name__}: {exc}"))
+            return
+        try:
+            super().run()
+        finally:
+            for cluster in (self._source, self._target):
+                cluster.close()
+            self._net.close()
+
+    def _flushable(self):
+        return _Flushes(self._raw, self._producer)
+
+    def acknowledged(self) -> int:
+        return self._raw.acked_records if self._raw is not None else 0
+
+    # -- the loop ----------------------------------------------------------------------
+
+    def _loop(self) -> None:
+        checkpoint = self._checkpoint
+        while not self._state.stopping:
+            self.last_progress = time.monotonic()
+            if not self._maybe_subscribe():
+                self._state.wait(0.2)
+                continue
+            self._serve_group()
+            self._reset_out_of_range()
+            self._fetcher.fetch(self._raw.queued_bytes)
+            busy = any(self._fetcher.work.values())
+            self._net.poll(timeout_ms=0 if busy else FETCH_WAIT_MS)
+            self._hand_over()
+            self._raw.pump()
+            self._producer.serve()
+            if checkpoint.due() and not self._state.stopping:
+                checkpoint.commit()
+            if self.last_progress >= self._next_lag_update:
+                self._next_lag_update = self.last_progress + 0.2
+                self.update_lag()
+
+    def _serve_group(self) -> None:
+        """Keep the group (rebalance callbacks, heartbeats): every partition is paused, so the
+        consumer returns nothing but what it had fetched before a pause, which the raw fetcher
+        reads again."""
+        self._consumer.consume(1000, 0)
+
+    def _hand_over(self) -> None:
+        for tp, queue in list(self._fetcher.work.items()):
+            while queue and not self._state.failed:
+                item = queue[0]
+                if item.records:
+                    self._record_path(tp, item)
+                    break  # the fetcher starts again after the range the record path took
+                queue.popleft()
+                self._fetcher.taken(item)
+                if item.batch is not None:
+                    self._forward(tp, item)
+                if tp in self.assigned:
+                    self._checkpoint.pending[tp] = item.last + 1
+
+    def _forward(self, tp: TopicPartition, item: Work) -> None:
+        batch = item.batch
+        described = RawBatch(tp.topic, tp.partition, batch.base_offset, batch.last_offset, batch.record_count,
+                             batch.codec, batch.size, batch.base_timestamp, batch.max_timestamp)
+        try:
+            target = self._handler.handle_batch(described)
+        except MirrorFailure:
+            raise
+        except Exception as exc:
+            raise HandlerFailed(f"message handler raised on the batch of {tp.topic}-{tp.partition} offsets "
+                                f"{batch.base_offset}..{batch.last_offset}: {type(exc).__name__}: {exc}") from None
+        now_ms = time.time() * 1000.0
+        ages = [now_ms - ts for ts in (batch.base_timestamp, batch.max_timestamp) if ts > 0]
+        self._metrics.consumed(tp, batch.record_count, batch.size, min(ages) if ages else 0.0,
+                               max(ages) if ages else 0.0, sum(ages) / len(ages) * batch.record_count if ages else 0.0,
+                               batch.record_count if ages else 0)
+        if target is None:
+            self._metrics.filtered(batch.record_count)
+            return
+        self._raw.send(target, tp.partition, batch, tp)
+
+    # -- the record path ---------------------------------------------------------------
+
+    def _record_path(self, tp: TopicPartition, item: Work) -> None:
+        """Mirror offsets ``item.first``..``item.last`` (at least) through the consumer and the
+        record producer, in order with the raw path (see the module docstring)."""
+        target = self._target_topic(tp.topic)
+        deadline = time.monotonic() + RECORD_PATH_TIMEOUT_S
+        if not self._raw.flush(deadline, partitions=[(target, tp.partition)]):
+            return  # stopping, failed or the target away: the next round tries again
+        consumer = self._consumer
+        start = KafkaTopicPartition(tp.topic, tp.partition, item.first)
+        consumer.resume([start])
+        consumer.seek(start)
+        last_seen, quiet_since = item.first - 1, time.monotonic()
+        try:
+            while tp in self.assigned and not self._state.stopping and time.monotonic() < deadline:
+                messages = consumer.consume(500, 0.2)
+                for msg in messages:
+                    if msg.error() is not None or msg.topic() != tp.topic or msg.partition() != tp.partition:
+                        continue
+                    if msg.offset() < item.first:
+                        continue
+                    ts_type, timestamp = msg.timestamp()
+                    self._producer.send(target, msg.value(), msg.key(), tp.partition,
+                                        None if ts_type == _NO_TIMESTAMP or timestamp < 0 else timestamp,
+                                        msg.headers(), tp.topic, tp.partition, msg.offset())
+                    self._producer.count_produced(1)
+                    self._metrics.consumed(tp, 1, len(msg.value() or b""), 0.0, 0.0, 0.0, 0)
+                    last_seen = msg.offset()
+                if last_seen >= item.last:
+                    break
+                if messages:
+                    quiet_since = time.monotonic()
+                elif (time.monotonic() - quiet_since > RECORD_PATH_QUIET_S
+                      and self._fetcher.high_watermarks.get(tp, 0) <= item.last + 1):
+                    last_seen = item.last  # the range's records are gone (compacted away)
+                    break
+        finally:
+            consumer.pause([KafkaTopicPartition(tp.topic, tp.partition)])
+        if last_seen < item.last or tp not in self.assigned:
+            self._fetcher.seek(tp, item.first)  # not done: start the range again later
+            self._fetcher.work[tp].clear()
+            return
+        if not self._producer.flush(deadline):
+            return
+        self._metrics.raw_fallback(item.reason)
+        self._log.debug("record path took %s-%d offsets %d..%d (%s)", tp.topic, tp.partition, item.first,
+                        last_seen, item.reason)
+        self._checkpoint.pending[tp] = last_seen + 1
+        for queued in self._fetcher.work[tp]:
+            self._fetcher.taken(queued)
+        self._fetcher.work[tp].clear()
+        self._fetcher.seek(tp, last_seen + 1)
+
+    def _ensure_target_topics(self, tps: List[TopicPartition]) -> None:
+        super()._ensure_target_topics(tps)
+        self._target_topics.require_partitions({tp.topic: list(self._handler.target_topics(tp.topic)) for tp in tps})
+
+    def _target_topic(self, source_topic: str) -> str:
+        return next(iter(self._handler.target_topics(source_topic)), source_topic)
+
+    # -- assignment ----------------------------------------------------------------------
+
+    def _assigned_from(self, positions) -> None:
+        """Pause the newly assigned partitions in the consumer and fetch them raw from their
+        positions. A position the consumer could not resolve is asked for again."""
+        self._consumer.pause(positions)
+        self._fetcher.max_batch_bytes.update(
+            {tp.topic: limit for tp in positions
+             for limit in [self._target_topics.max_message_bytes.get(self._target_topic(tp.topic))] if limit})
+        for position in positions:
+            tp = TopicPartition(position.topic, position.partition)
+            offset = position.offset if position.offset >= 0 else self._resolve(position)
+            self._fetcher.assign(tp, offset)
+
+    def _resolve(self, position) -> int:
+        low, high = self._consumer.get_watermark_offsets(position, timeout=10)
+        reset = self._config.consumer.get("auto.offset.reset", "latest")
+        return low if reset in ("earliest", "smallest", "beginning") else high
+
+    def _reset_out_of_range(self) -> None:
+        while self._fetcher.out_of_range:
+            tp = self._fetcher.out_of_range.pop()
+            if tp not in self.assigned:
+                continue
+            offset = self._resolve(KafkaTopicPartition(tp.topic, tp.partition))
+            self._log.warning("Offset of %s-%d is out of range; resetting it to %d (auto.offset.reset)",
+                              tp.topic, tp.partition, offset)
+            self._fetcher.work[tp].clear()
+            self._fetcher.assign(tp, offset)
+
+    def _forget(self, tps: List[TopicPartition]) -> None:
+        super()._forget(tps)
+        for tp in tps:
+            self._fetcher.forget(tp)
+            self._raw.drop_partition(self._target_topic(tp.topic), tp.partition)
+
+    def update_lag(self) -> None:
+        """Lag from the high watermarks the raw fetches carried."""
+        for tp in list(self.assigned):
+            high, position = self._fetcher.high_watermarks.get(tp), self._fetcher.positions.get(tp)
+            if high is None or position is None:
+                self.at_end.discard(tp)
+                continue
+            lag = max(0, high - position)
+            self._metrics.set_lag(tp, lag)
+            if lag == 0 and not self._fetcher.work.get(tp):
+                self.at_end.add(tp)
+            else:
+                self.at_end.discard(tp)
