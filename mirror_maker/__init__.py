@@ -13,7 +13,8 @@ waits when the local queue is full; ``--abort.on.send.failure true`` stops the w
 at the first record that cannot be delivered, without committing past it.
 
 The public plugin API lives in this module: :class:`ConsumerRecord`, :class:`ProducerRecord`,
-:class:`TopicPartition`, :class:`MessageHandler` and :class:`RebalanceListener`.
+:class:`TopicPartition`, :class:`MessageHandler` and :class:`RebalanceListener`; for shallow
+mirroring (``--use.raw.bytes``), :class:`RawBatch` and :class:`RawBatchHandler`.
 
 Layout: the API-level modules a plugin or a user may import sit here (``records``, ``handlers``,
 ``listeners``, ``plugins``, ``errors``), with ``demo`` and ``embedded``; the rest is grouped by
@@ -27,14 +28,16 @@ so what users grep for does not change.
 
 __version__ = "0.1.0"
 
-from .handlers import MessageHandler
+from .handlers import MessageHandler, RawBatchHandler
 from .listeners import RebalanceListener
-from .records import ConsumerRecord, ProducerRecord, TopicPartition
+from .records import ConsumerRecord, ProducerRecord, RawBatch, TopicPartition
 
 __all__ = [
     "ConsumerRecord",
     "MessageHandler",
     "ProducerRecord",
+    "RawBatch",
+    "RawBatchHandler",
     "RebalanceListener",
     "TopicPartition",
     "__version__",

@@ -63,6 +63,20 @@ def net_configs(conf: Dict[str, str], client_id: str, fetch_max_bytes: int = FET
     return out
 
 
+def guarded(callback, state):
+    """A future's callback that cannot fail silently (kafka-python logs and drops a callback's
+    exception): anything it raises fails the run with one line."""
+    def call(*args):
+        try:
+            callback(*args)
+        except Exception as exc:
+            log.debug("raw path callback failed", exc_info=True)
+            from ..errors import ClientFailed
+
+            state.fail(ClientFailed(f"raw path: {type(exc).__name__}: {exc}"))
+    return call
+
+
 class Cluster:
     """One side's protocol client on a shared selector: metadata, leaders, requests."""
 
@@ -99,6 +113,11 @@ class Cluster:
     def refresh(self) -> None:
         """Ask for new metadata (a leader moved); it arrives while the selector is polled."""
         self.client.cluster.request_update()
+
+    def ready(self, node: int) -> bool:
+        """Connected and able to take a request now; otherwise a connection is under way (with
+        kafka-python's reconnect backoff), and the caller tries again on a later round."""
+        return self.client.ready(node)
 
     def send(self, node: int, request):
         """Send a request; the returned future resolves while the selector is polled."""

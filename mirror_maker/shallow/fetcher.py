@@ -18,7 +18,7 @@ from typing import Deque, Dict, List, Optional
 
 from ..records import TopicPartition
 from .batches import Batch, committed, split
-from .connections import FETCH_MAX_BYTES, MAX_FETCH_VERSION, Cluster
+from .connections import FETCH_MAX_BYTES, MAX_FETCH_VERSION, Cluster, guarded
 
 log = logging.getLogger("mirror_maker.shallow")
 
@@ -49,12 +49,11 @@ class Work:
 
 
 class RawFetcher:
-    def __init__(self, cluster: Cluster, isolation_level: int, reset: str, fetch_max_bytes: int = FETCH_MAX_BYTES,
-                 partition_max_bytes: int = PARTITION_MAX_BYTES, wait_ms: int = FETCH_WAIT_MS,
-                 max_batch_bytes: Optional[int] = None) -> None:
+    def __init__(self, cluster: Cluster, state, isolation_level: int, fetch_max_bytes: int = FETCH_MAX_BYTES,
+                 partition_max_bytes: int = PARTITION_MAX_BYTES, wait_ms: int = FETCH_WAIT_MS) -> None:
         self._cluster = cluster
+        self._state = state
         self._isolation = isolation_level
-        self._reset = reset
         self._max_bytes = fetch_max_bytes
         self._partition_max = partition_max_bytes
         self._wait_ms = wait_ms
@@ -104,7 +103,7 @@ class RawFetcher:
             if node is None:
                 self._cluster.refresh()
                 continue
-            if node not in self._in_flight:
+            if node not in self._in_flight and self._cluster.ready(node):
                 by_node.setdefault(node, []).append(tp)
         for node, tps in by_node.items():
             topics: Dict[str, list] = {}
@@ -119,8 +118,8 @@ class RawFetcher:
             requested = {tp: self.positions[tp] for tp in tps}
             future = self._cluster.send(node, request)
             self._in_flight[node] = future
-            future.add_callback(self._on_response, node, requested)
-            future.add_errback(self._on_failed, node)
+            future.add_callback(guarded(self._on_response, self._state), node, requested)
+            future.add_errback(guarded(self._on_failed, self._state), node)
 
     def _on_failed(self, node: int, exc) -> None:
         self._in_flight.pop(node, None)

@@ -26,11 +26,12 @@ from typing import Deque, Dict, List, Optional, Tuple
 from ..errors import ClientFailed, SendFailed
 from ..records import TopicPartition
 from .batches import Batch, rewrite
-from .connections import MAX_PRODUCE_VERSION, Cluster
+from .connections import MAX_PRODUCE_VERSION, Cluster, guarded
 
 log = logging.getLogger("mirror_maker.shallow")
 
 MAX_IN_FLIGHT = 5
+WAIT_LOG_EVERY_S = 10.0
 _SEQUENCE_WRAP = 2 ** 31
 INIT_TIMEOUT_S = 60.0
 #: Produce errors after which the same batch may go again (Kafka's retriable ones).
@@ -47,8 +48,11 @@ RETRIABLE = frozenset({
     74, 75,  # FENCED_LEADER_EPOCH, UNKNOWN_LEADER_EPOCH
 })
 DUPLICATE_SEQUENCE = 46
+OUT_OF_ORDER_SEQUENCE = 45
+#: The broker has no state for our producer id (expired, or never): take a new one.
+UNKNOWN_PRODUCER_ID = 59
 #: The producer itself is unusable: fail the run.
-PRODUCER_FATAL = frozenset({31, 47, 49, 59, 90})  # cluster authz, invalid epoch/mapping, unknown id, fenced
+PRODUCER_FATAL = frozenset({31, 47, 49, 90})  # cluster authorization, invalid epoch or mapping, fenced
 ERROR_NAMES = {2: "CORRUPT_MESSAGE", 10: "MESSAGE_TOO_LARGE", 18: "RECORD_LIST_TOO_LARGE",
                29: "TOPIC_AUTHORIZATION_FAILED", 31: "CLUSTER_AUTHORIZATION_FAILED",
                32: "INVALID_TIMESTAMP", 47: "INVALID_PRODUCER_EPOCH", 59: "UNKNOWN_PRODUCER_ID",
@@ -74,6 +78,10 @@ class PartitionLog:
     next_sequence: int = 0
     #: A failure happened: send the unacknowledged batches again once none is in flight.
     rewind: bool = False
+    #: One batch at a time until the target acknowledged one under our producer id: before
+    #: that it has no sequence of ours to check a later batch against, and a later batch that
+    #: went first would be taken as the first (measured on Kafka 4.4: the order broke).
+    careful: bool = True
 
     def in_flight(self) -> int:
         return sum(1 for entry in self.entries if entry.in_flight)
@@ -93,6 +101,9 @@ class RawProducer:
         self._node_in_flight: Dict[int, int] = {}
         self.producer_id = -1
         self.producer_epoch = -1
+        #: Our sequences may no longer match the broker's (a partition dropped with batches in
+        #: doubt, an unknown producer id): a new producer id, once nothing is in flight.
+        self._renew = False
         self.acked_records = 0
         self.queued_bytes = 0
 
@@ -144,10 +155,12 @@ class RawProducer:
     def pump(self) -> None:
         """Send what can go now: per broker, up to 5 requests in flight, one batch per partition
         per request, each partition's batches in order."""
+        if self._renew and not self._renewed():
+            return
         while not self._state.failed:
             sent = False
             for node, items in self._sendable().items():
-                if self._node_in_flight.get(node, 0) < MAX_IN_FLIGHT:
+                if self._node_in_flight.get(node, 0) < MAX_IN_FLIGHT and self._cluster.ready(node):
                     self._send_request(node, items)
                     sent = True
             if not sent:
@@ -162,7 +175,9 @@ class RawProducer:
             if log_.rewind:
                 if log_.in_flight():
                     continue  # wait until every batch of the partition came back
-                log_.rewind = False
+                log_.rewind, log_.careful = False, True
+            if log_.careful and log_.in_flight():
+                continue
             entry = next((e for e in log_.entries if not e.in_flight and not e.acked), None)
             if entry is None:
                 continue
@@ -193,8 +208,21 @@ class RawProducer:
         self._node_in_flight[node] = self._node_in_flight.get(node, 0) + 1
         future = self._cluster.send(node, request)
         sent = [(key, entry) for key, entry in items]
-        future.add_callback(self._on_response, node, sent)
-        future.add_errback(self._on_request_failed, node, sent)
+        future.add_callback(guarded(self._on_response, self._state), node, sent)
+        future.add_errback(guarded(self._on_request_failed, self._state), node, sent)
+
+    def _renewed(self) -> bool:
+        """A new producer id, and every batch not acknowledged gets a new sequence from 0 (what
+        the old id had appended of them may be written again: duplicates, never a loss)."""
+        if any(self._node_in_flight.values()):
+            return False
+        self.init_producer_id(self._state.deadline)
+        for log_ in self._logs.values():
+            log_.next_sequence, log_.rewind, log_.careful = 0, False, True
+            for entry in log_.entries:
+                entry.sequence = -1
+        self._renew = False
+        return True
 
     # -- answers -----------------------------------------------------------------------
 
@@ -206,9 +234,15 @@ class RawProducer:
         for key, entry in sent:
             code, message = codes.get(key, (13, "no answer for the partition"))
             entry.in_flight = False
+            if key not in self._logs or entry not in self._logs[key].entries:
+                continue  # dropped meanwhile (the partition moved away)
             if code in (0, DUPLICATE_SEQUENCE):
                 entry.acked = True
                 self._acknowledged(key, now_ms)
+            elif code == UNKNOWN_PRODUCER_ID or (code == OUT_OF_ORDER_SEQUENCE and self._first_unacked(key, entry)):
+                log.warning("The target does not follow the raw producer's sequence for %s-%d (error %d): "
+                            "taking a new producer id", key[0], key[1], code)
+                self._renew = True
             elif code in RETRIABLE:
                 self._retry(key, code)
             elif code in PRODUCER_FATAL:
@@ -216,13 +250,20 @@ class RawProducer:
             else:
                 self._refused(key, entry, code, message)
 
+    def _first_unacked(self, key, entry: Entry) -> bool:
+        """The broker refused the partition's first batch it has not acknowledged as out of order:
+        not behind a failed batch, so the broker's sequence and ours differ."""
+        log_ = self._logs.get(key)
+        return bool(log_) and next((e for e in log_.entries if not e.acked), None) is entry
+
     def _on_request_failed(self, node: int, sent, exc) -> None:
         self._node_in_flight[node] -= 1
         log.debug("produce request to node %s failed: %s", node, exc)
         self._cluster.refresh()
         for key, entry in sent:
             entry.in_flight = False
-            self._logs[key].rewind = True
+            if key in self._logs:
+                self._logs[key].rewind = True
 
     def _retry(self, key, code: int) -> None:
         self._logs[key].rewind = True
@@ -231,6 +272,7 @@ class RawProducer:
 
     def _acknowledged(self, key, now_ms: float) -> None:
         log_ = self._logs[key]
+        log_.careful = False
         while log_.entries and log_.entries[0].acked:
             entry = log_.entries.popleft()
             self.acked_records += entry.batch.record_count
@@ -282,10 +324,14 @@ class RawProducer:
         return sum(len(log_.entries) for log_ in self._logs.values())
 
     def drop_partition(self, topic: str, partition: int) -> None:
-        """Forget what is queued for a target partition (its source partition was lost)."""
-        log_ = self._logs.pop((topic, partition), None)
-        if log_ is not None:
-            self.queued_bytes -= sum(entry.batch.size for entry in log_.entries)
+        """Forget what is queued for a target partition (its source partition was revoked or
+        lost). If batches of it were in doubt, the broker's sequence for it is unknown now."""
+        log_ = self._logs.get((topic, partition))
+        if log_ is None or not log_.entries:
+            return  # all acknowledged: its next sequence is still the broker's
+        self.queued_bytes -= sum(entry.batch.size for entry in log_.entries)
+        log_.entries.clear()
+        self._renew = True
 
     def flush(self, deadline: Optional[float], partitions=None) -> bool:
         """Drive the network until every queued batch (of ``partitions``, target (topic,
@@ -295,11 +341,20 @@ class RawProducer:
             keys = self._logs if partitions is None else partitions
             return any(self._logs.get(key) and self._logs[key].entries for key in keys)
 
+        last_log = time.monotonic()
         while waiting():
             if self._state.failed:
                 return False
+            if deadline is None:
+                deadline = self._state.deadline  # set once a stop was asked for
             if deadline is not None and time.monotonic() >= deadline:
+                log.warning("%d batches not acknowledged by the target before the deadline; their offsets "
+                            "are not committed", self.pending())
                 return False
+            if time.monotonic() - last_log >= WAIT_LOG_EVERY_S:
+                last_log = time.monotonic()
+                log.warning("waiting for the target to acknowledge %d batches; offsets are committed only "
+                            "after it does", self.pending())
             self.pump()
             step = 100 if deadline is None else max(0, min(100, int((deadline - time.monotonic()) * 1000)))
             self._net.poll(timeout_ms=step)

@@ -61,7 +61,7 @@ class RawMirrorThread(MirrorThread):
                                    "source")
             self._target = Cluster(self._net, self._config.producer, f"producer-raw-{self.index}", "target")
             isolation = 0 if self._config.consumer.get("isolation.level", "read_committed") == "read_uncommitted" else 1
-            self._fetcher = RawFetcher(self._source, isolation, self._config.consumer.get("auto.offset.reset", "latest"),
+            self._fetcher = RawFetcher(self._source, self._state, isolation,
                                        int(self._config.consumer.get("fetch.max.bytes", FETCH_MAX_BYTES)))
             self._raw = RawProducer(self._target, self._net, self._state, self._config.abort_on_send_failure,
                                     self._metrics, self._producer.errors)

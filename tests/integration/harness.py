@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Dict, Iterable, List, NamedTuple, Optional
 
-from confluent_kafka import Consumer, KafkaError, Producer
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
@@ -192,8 +192,9 @@ class Cluster:
 
     def seed(self, topic: str, records: Iterable[Rec], partition: Optional[int] = None,
              **producer_overrides) -> int:
-        """Produce every record (acks=all) and fail unless each one was acknowledged."""
-        producer = self.producer(acks="all", **producer_overrides)
+        """Produce every record (acks=all, idempotent: a retry never reorders them) and fail unless
+        each one was acknowledged."""
+        producer = self.producer(acks="all", **{"enable.idempotence": True, **producer_overrides})
         errors = []
         count = 0
 
@@ -278,11 +279,20 @@ class Cluster:
         return len(self.read_all(topic, timeout_s=30))
 
     def committed(self, group: str, topic: str) -> Dict[int, int]:
+        """The group's committed offsets (retried while the coordinator moves or loads)."""
         consumer = self.consumer(group=group)
         try:
             n = self.partitions(topic)
-            tps = consumer.committed([KafkaTopicPartition(topic, p) for p in range(n)], timeout=10)
-            return {tp.partition: tp.offset for tp in tps if tp.offset >= 0}
+            for attempt in range(20):
+                try:
+                    tps = consumer.committed([KafkaTopicPartition(topic, p) for p in range(n)], timeout=10)
+                    return {tp.partition: tp.offset for tp in tps if tp.offset >= 0}
+                except KafkaException as exc:
+                    if not exc.args[0].retriable() and exc.args[0].code() not in (
+                            KafkaError.NOT_COORDINATOR, KafkaError.COORDINATOR_LOAD_IN_PROGRESS):
+                        raise
+                    time.sleep(0.25)
+            raise AssertionError(f"the committed offsets of {group} could not be read")
         finally:
             consumer.close()
 

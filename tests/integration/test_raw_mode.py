@@ -7,6 +7,7 @@ request, sequences); on Tansu the target is read with ``check.crcs=true``.
 from __future__ import annotations
 
 import signal
+import time
 from collections import defaultdict
 from typing import Dict, List
 
@@ -78,3 +79,241 @@ def test_batches_are_copied_as_they_are(tmp_path, source, target, files, codec):
     if not on_tansu():
         assert raw_batches(target, topic, 3) == raw_batches(source, topic, 3)  # same codec and boundaries
     assert "Traceback" not in mirror.log()
+
+
+def test_sigkill_mid_stream_then_restart_loses_nothing(tmp_path, source, target, files):
+    topic = source.create_topic("raw-kill", partitions=3)
+    stream = BackgroundProducer(source, topic, rate=500).start()
+    args = mirror_args(files, topic, RAW, "--offset.commit.interval.ms", "500")
+    mirror = MirrorProcess(args, tmp_path / "first.log")
+    try:
+        wait_until(lambda: sum(source.committed(files.group, topic).values()) > 200, 60, "a first commit")
+        mirror.kill()
+        mirror = MirrorProcess(args, tmp_path / "second.log")
+        mirror.wait_for_log("Assigned", 30)
+    finally:
+        acked = stream.stop()
+    try:
+        target.read_values(topic, acked, timeout_s=90)
+    finally:
+        assert mirror.stop(signal.SIGTERM) == 143, mirror.log()
+
+
+@pytest.mark.needs_own_brokers("cuts the target off through a proxy")
+def test_target_outage_nothing_lost_commits_frozen(tmp_path, source, target):
+    proxy, proxied = target.proxy(tmp_path, "target-proxy")
+    topic = source.create_topic("raw-cut", partitions=2)
+    files = mirror_files(tmp_path, source, proxied)
+    stream = BackgroundProducer(source, topic, rate=300).start()
+    mirror = MirrorProcess(mirror_args(files, topic, RAW, "--offset.commit.interval.ms", "500"), tmp_path / "m.log")
+    try:
+        wait_until(lambda: sum(source.committed(files.group, topic).values()) > 100, 60, "commits before the cut")
+        proxy.cut()
+        mirror.wait_for_log("waiting for the target", 30)  # stuck behind the outage now
+        frozen = sum(source.committed(files.group, topic).values())
+        cut_until = time.monotonic() + 10
+        while time.monotonic() < cut_until:  # the outage: checked every second
+            committed = sum(source.committed(files.group, topic).values())
+            assert committed == frozen, "an offset was committed while the target was away"
+            assert committed <= target.count(topic), "an offset was committed past the target"
+            assert mirror.process.poll() is None, mirror.log()
+            time.sleep(1)
+        proxy.restore()
+    finally:
+        acked = stream.stop()
+    try:
+        target.read_values(topic, acked, timeout_s=120)
+        assert mirror.process.poll() is None
+    finally:
+        assert mirror.stop(signal.SIGTERM) == 143, mirror.log()
+        proxy.stop()
+
+
+def _set_max_message_bytes(cluster, topic: str, value: int) -> None:
+    from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
+
+    resource = ConfigResource(ResourceType.TOPIC, topic, incremental_configs=[
+        ConfigEntry("max.message.bytes", str(value), incremental_operation=AlterConfigOpType.SET)])
+    for future in cluster.admin().incremental_alter_configs([resource]).values():
+        future.result()
+
+
+@pytest.mark.needs_kafka_feature("topic configs the broker enforces")
+@pytest.mark.parametrize("abort", ["true", "false"])
+def test_a_batch_the_target_refuses(tmp_path, source, target, files, abort):
+    """The target's limit drops after the mirror read it: the raw producer's own refusal path.
+    abort true: 255 and nothing committed past it; false: counted, skipped, the rest goes on."""
+    topic = source.create_topic("raw-refuse", partitions=1)
+    source.seed(topic, make_records(50, "before"), partition=0)
+    mirror = MirrorProcess(mirror_args(files, topic, RAW, "--offset.commit.interval.ms", "200",
+                                       "--abort.on.send.failure", abort), tmp_path / "m.log")
+    try:
+        target.read_all(topic, expected=50, timeout_s=60)
+        wait_until(lambda: source.committed(files.group, topic).get(0) == 50, 30, "the first batch committed")
+        _set_max_message_bytes(target, topic, 2000)
+        source.seed(topic, make_records(1, "big", size=5000), partition=0)
+        source.seed(topic, make_records(20, "after"), partition=0)
+        if abort == "true":
+            assert mirror.wait(60) == 255, mirror.log()
+            errors = [line for line in mirror.log().splitlines() if " ERROR " in line]
+            assert len(errors) == 1 and "MESSAGE_TOO_LARGE" in errors[0] and f"{topic}-0 offsets 50..50" in errors[0]
+            assert source.committed(files.group, topic).get(0) == 50
+        else:
+            rows = target.read_all(topic, expected=70, timeout_s=60)
+            assert not any(rec.value.startswith(b"big") for _p, _o, rec in rows)
+            wait_until(lambda: source.committed(files.group, topic).get(0) == 71, 30, "committed past the drop")
+            assert "dropped; --abort.on.send.failure is false" in mirror.log()
+    finally:
+        if mirror.process.poll() is None:
+            assert mirror.stop(signal.SIGTERM) == 143, mirror.log()
+
+
+@pytest.mark.needs_kafka_feature("topic configs the broker enforces")
+def test_a_record_too_large_goes_the_record_path_and_stops_there(tmp_path, source, target, files):
+    """A batch larger than the target topic's max.message.bytes (known at assignment) takes the
+    record path, which refuses the one record that is too large by itself: exit 255."""
+    topic = source.create_topic("raw-big", partitions=1)
+    source.seed(topic, make_records(20, "before") + make_records(1, "big", size=20000), partition=0,
+                **{"linger.ms": 100})
+    from confluent_kafka.admin import NewTopic
+
+    target.admin().create_topics([NewTopic(topic, 1, config={"max.message.bytes": "10000"})])[topic].result()
+    mirror = MirrorProcess(mirror_args(files, topic, RAW, "--offset.commit.interval.ms", "200"), tmp_path / "m.log")
+    assert mirror.wait(60) == 255, mirror.log()
+    assert source.committed(files.group, topic).get(0, 0) <= 20
+    assert "Traceback" not in mirror.log()
+
+
+@pytest.mark.needs_kafka_feature("read_committed that hides aborted transactions")
+def test_aborted_transactions_never_reach_the_target(tmp_path, source, target, files):
+    from confluent_kafka import Producer
+
+    topic = source.create_topic("raw-txn", partitions=2)
+    producer = Producer({"bootstrap.servers": source.bootstrap, "transactional.id": unique("txn"),
+                         "linger.ms": 20, "compression.type": "lz4"})
+    producer.init_transactions(30)
+    for name, commit in (("c1", True), ("a1", False), ("c2", True), ("a2", False)):
+        producer.begin_transaction()
+        for i in range(100):
+            producer.produce(topic, f"{name}-{i}".encode(), f"k{i}".encode())
+        producer.flush(30)
+        (producer.commit_transaction if commit else producer.abort_transaction)(30)
+    source.seed(topic, make_records(50, "plain"))
+    mirror = MirrorProcess(mirror_args(files, topic, RAW, "--exit.when.caught.up"), tmp_path / "m.log")
+    assert mirror.wait(90) == 0, mirror.log()
+    rows = target.read_all(topic, **{"isolation.level": "read_uncommitted"})
+    values = [rec.value for _p, _o, rec in rows]
+    assert len(values) == 250 and not any(v.startswith(b"a") for v in values)
+    assert sum(v.startswith(b"c") for v in values) == 200
+
+
+@pytest.mark.needs_kafka_feature("a committed offset set by the admin API")
+def test_a_committed_offset_inside_a_batch(tmp_path, source, target, files):
+    from confluent_kafka import TopicPartition as KafkaTopicPartition
+    from confluent_kafka import ConsumerGroupTopicPartitions
+
+    topic = source.create_topic("raw-inside", partitions=1)
+    records = make_records(1000)
+    source.seed(topic, records, partition=0, **{"linger.ms": 200, "batch.num.messages": 1000})
+    request = ConsumerGroupTopicPartitions(files.group, [KafkaTopicPartition(topic, 0, 250)])
+    source.admin().alter_consumer_group_offsets([request])[files.group].result()
+    mirror = MirrorProcess(mirror_args(files, topic, RAW, "--exit.when.caught.up"), tmp_path / "m.log")
+    assert mirror.wait(90) == 0, mirror.log()
+    rows = target.read_all(topic, expected=750)
+    assert [rec.value for _p, _o, rec in rows] == [r.value for r in records[250:]]  # none before, in order
+    assert source.committed(files.group, topic) == {0: 1000}
+
+
+@pytest.mark.needs_own_brokers("the TLS listener and SCRAM users of the test clusters")
+@pytest.mark.needs_kafka_feature("SASL and a TLS listener")
+def test_over_scram_and_tls(tmp_path, source, target):
+    from .test_security import sasl
+    from .tls import tls_target as reach_over_tls
+
+    with reach_over_tls(tmp_path, target) as (tls_cluster, tls, _front):
+        topic = source.create_topic("raw-sec", partitions=2)
+        records = make_records(500)
+        source.seed(topic, records, **{"compression.type": "zstd"})
+        files = mirror_files(tmp_path, source, tls_cluster, consumer=sasl(source, "admin", "SCRAM-SHA-512"), producer={
+            "security.protocol": "SSL", "ssl.truststore.location": tls.truststore_jks,
+            "ssl.truststore.password": tls.store_password, "ssl.keystore.location": tls.keystore_jks,
+            "ssl.keystore.password": tls.store_password, "ssl.key.password": tls.key_password,
+            "ssl.endpoint.identification.algorithm": "https"})
+        mirror = MirrorProcess(mirror_args(files, topic, RAW, "--exit.when.caught.up"), tmp_path / "m.log")
+        assert mirror.wait(90) == 0, mirror.log()
+        assert len(target.read_all(topic, expected=500)) == 500
+        for secret in ("admin-secret", tls.store_password, tls.key_password):
+            assert secret not in mirror.log()
+
+
+def test_two_instances_in_one_group(tmp_path, source, target, files):
+    topic = source.create_topic("raw-pair", partitions=4)
+    stream = BackgroundProducer(source, topic, rate=400).start()
+    args = mirror_args(files, topic, RAW, "--offset.commit.interval.ms", "500")
+    a = MirrorProcess(args, tmp_path / "a.log")
+    b = None
+    try:
+        a.wait_for_log("Assigned", 30)
+        b = MirrorProcess(args, tmp_path / "b.log")
+        b.wait_for_log("Assigned", 30)
+        a.wait_for_log("Revoked", 30)
+        assert a.stop(signal.SIGTERM) == 143, a.log()
+    finally:
+        acked = stream.stop()
+    try:
+        target.read_values(topic, acked, timeout_s=90)
+        wait_until(lambda: sum(source.committed(files.group, topic).values()) >= len(acked), 30, "all committed")
+    finally:
+        if b is not None:
+            assert b.stop(signal.SIGTERM) == 143, b.log()
+
+
+def test_a_raw_handler_renames_and_drops_batches(tmp_path, source, target, files):
+    from .harness import ROOT
+
+    topic = source.create_topic("raw-ren", partitions=2)
+    dropped = source.create_topic(name=f"{topic}.tmp")
+    source.seed(topic, make_records(300))
+    source.seed(dropped, make_records(30))
+    mirror = MirrorProcess(mirror_args(files, f"{topic}.*", RAW, "--exit.when.caught.up", "--message.handler",
+                                       "raw_batch_handler.PrefixTopics", "--message.handler.args", "dc1."),
+                           tmp_path / "m.log", env={"PYTHONPATH": str(ROOT / "examples")})
+    assert mirror.wait(90) == 0, mirror.log()
+    assert len(target.read_all(f"dc1.{topic}", expected=300)) == 300
+    assert target.partitions(f"dc1.{topic}") == 2
+    assert not target.topic_exists(topic) and not target.topic_exists(f"dc1.{dropped}")
+    assert sum(source.committed(files.group, dropped).values()) == 30  # dropped, still committed
+
+
+def test_a_record_handler_with_raw_bytes_is_one_line_and_exit_1(tmp_path, files):
+    from .harness import ROOT
+
+    mirror = MirrorProcess(mirror_args(files, "t", RAW, "--message.handler", "renaming_handler.PrefixTopics",
+                                       "--message.handler.args", "dc1."),
+                           tmp_path / "m.log", env={"PYTHONPATH": str(ROOT / "examples")})
+    assert mirror.wait(60) == 1, mirror.log()
+    errors = [line for line in mirror.log().splitlines() if " ERROR " in line]
+    assert len(errors) == 1 and "write handle_batch(batch) (KIP-712)" in errors[0]
+
+
+@pytest.mark.needs_kafka_feature("partition counts the broker keeps")
+def test_a_target_topic_with_fewer_partitions_is_one_clear_line(tmp_path, source, target, files):
+    topic = source.create_topic("raw-fewer", partitions=4)
+    target.create_topic(name=topic, partitions=2)
+    source.seed(topic, make_records(20))
+    mirror = MirrorProcess(mirror_args(files, topic, RAW), tmp_path / "m.log")
+    assert mirror.wait(60) == 255, mirror.log()
+    errors = [line for line in mirror.log().splitlines() if " ERROR " in line]
+    assert len(errors) == 1 and f"target topic {topic} has 2 partitions, fewer than the 4" in errors[0], errors
+
+
+def test_two_streams_mirror_everything_and_exit_when_caught_up(tmp_path, source, target, files):
+    topic = source.create_topic("raw-streams", partitions=4)
+    records = make_records(2000)
+    source.seed(topic, records, **{"compression.type": "lz4"})
+    mirror = MirrorProcess(mirror_args(files, topic, RAW, "--num.streams", "2", "--exit.when.caught.up"),
+                           tmp_path / "m.log")
+    assert mirror.wait(90) == 0, mirror.log()
+    assert "Caught up: 2000 records" in mirror.log()
+    assert per_partition(target.read_all(topic, expected=2000)) == per_partition(source.read_all(topic))
+    assert sum(source.committed(files.group, topic).values()) == 2000

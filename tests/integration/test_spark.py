@@ -95,6 +95,20 @@ def test_two_streams_mirror_everything_and_sigterm_exits_143(tmp_path, source, t
     assert_committed_everything(source, files, topic)
 
 
+def test_raw_batches_in_spark_mode(tmp_path, source, target, files):
+    """--use.raw.bytes works the same in Spark tasks: every record once, same partitions."""
+    topic = source.create_topic("spark-raw", partitions=4)
+    seeded = make_records(2000, "spark-raw")
+    source.seed(topic, seeded, **{"compression.type": "lz4"})
+    mirror = spark_mirror(tmp_path, files, topic, "--num.streams", "2", "--use.raw.bytes", "--exit.when.caught.up")
+    assert mirror.wait(START_S + 60) == 0, mirror.log()
+    rows = target.read_all(topic, expected=2000)
+    assert_exactly_once_each(rows, [r.value for r in seeded])
+    source_partitions = {rec.value: p for p, _o, rec in source.read_all(topic)}
+    assert all(source_partitions[rec.value] == p for p, _o, rec in rows)
+    assert_committed_everything(source, files, topic)
+
+
 def descendants(root: int):
     """Every process below ``root`` (read from /proc)."""
     children = collections.defaultdict(list)

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import mirror_maker
 
-PUBLIC = {"ConsumerRecord", "MessageHandler", "ProducerRecord", "RebalanceListener", "TopicPartition",
-          "__version__"}
+PUBLIC = {"ConsumerRecord", "MessageHandler", "ProducerRecord", "RawBatch", "RawBatchHandler",
+          "RebalanceListener", "TopicPartition", "__version__"}
 
 
 def test_all_is_the_plugin_api():
