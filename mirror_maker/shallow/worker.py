@@ -36,13 +36,15 @@ RECORD_PATH_QUIET_S = 1.0
 
 
 class _Flushes:
-    """A commit's flush: the raw producer, then the record producer the fallbacks use."""
+    """A commit's flush: the stream's raw producer (once set up), then the record producer the
+    fallbacks use."""
 
-    def __init__(self, raw: RawProducer, records) -> None:
-        self._raw, self._records = raw, records
+    def __init__(self, stream: "RawMirrorThread", records) -> None:
+        self._stream, self._records = stream, records
 
     def flush(self, deadline=None) -> bool:
-        return self._raw.flush(deadline) and self._records.flush(deadline)
+        raw = self._stream._raw
+        return (raw is None or raw.flush(deadline)) and self._records.flush(deadline)
 
 
 class RawMirrorThread(MirrorThread):
@@ -53,36 +55,35 @@ class RawMirrorThread(MirrorThread):
         self._raw = None  # built in the thread, with its network selector
 
     def run(self) -> None:
-        from kafka.net.selector import NetworkSelector
-
-        try:
-            self._net = NetworkSelector()
-            self._source = Cluster(self._net, self._config.consumer, f"{self._config.group_id}-{self.index}-raw",
-                                   "source")
-            self._target = Cluster(self._net, self._config.producer, f"producer-raw-{self.index}", "target")
-            isolation = 0 if self._config.consumer.get("isolation.level", "read_committed") == "read_uncommitted" else 1
-            self._fetcher = RawFetcher(self._source, self._state, isolation,
-                                       int(self._config.consumer.get("fetch.max.bytes", FETCH_MAX_BYTES)))
-            self._raw = RawProducer(self._target, self._net, self._state, self._config.abort_on_send_failure,
-                                    self._metrics, self._producer.errors)
-            for cluster in (self._source, self._target):
-                cluster.connect()
-            self._raw.init_producer_id(self._state.deadline)
-        except MirrorFailure as exc:
-            self._state.fail(exc)
-            return
-        except Exception as exc:
-            self._state.fail(ClientFailed(f"{self.name}: cannot start the raw path: {type(exc).__name__}: {exc}"))
-            return
         try:
             super().run()
         finally:
-            for cluster in (self._source, self._target):
-                cluster.close()
-            self._net.close()
+            if self._raw is not None:
+                for cluster in (self._source, self._target):
+                    cluster.close()
+                self._net.close()
+
+    def _set_up(self) -> None:
+        """The raw path's clients and producer id: done while the consumer joins the group in
+        the background (kafka-python's import alone takes about 0.15 s)."""
+        from kafka.net.selector import NetworkSelector
+
+        self._net = NetworkSelector()
+        self._source = Cluster(self._net, self._config.consumer, f"{self._config.group_id}-{self.index}-raw",
+                               "source")
+        self._target = Cluster(self._net, self._config.producer, f"producer-raw-{self.index}", "target")
+        isolation = 0 if self._config.consumer.get("isolation.level", "read_committed") == "read_uncommitted" else 1
+        self._fetcher = RawFetcher(self._source, self._state, isolation,
+                                   int(self._config.consumer.get("fetch.max.bytes", FETCH_MAX_BYTES)))
+        raw = RawProducer(self._target, self._net, self._state, self._config.abort_on_send_failure,
+                          self._metrics, self._producer.errors)
+        for cluster in (self._source, self._target):
+            cluster.connect()
+        raw.init_producer_id(self._state.deadline)
+        self._raw = raw
 
     def _flushable(self):
-        return _Flushes(self._raw, self._producer)
+        return _Flushes(self, self._producer)
 
     def acknowledged(self) -> int:
         return self._raw.acked_records if self._raw is not None else 0
@@ -91,6 +92,13 @@ class RawMirrorThread(MirrorThread):
 
     def _loop(self) -> None:
         checkpoint = self._checkpoint
+        self._maybe_subscribe()  # the group join starts in the background
+        try:
+            self._set_up()
+        except MirrorFailure:
+            raise
+        except Exception as exc:
+            raise ClientFailed(f"{self.name}: cannot start the raw path: {type(exc).__name__}: {exc}") from None
         while not self._state.stopping:
             self.last_progress = time.monotonic()
             if not self._maybe_subscribe():
@@ -244,6 +252,8 @@ class RawMirrorThread(MirrorThread):
 
     def _forget(self, tps: List[TopicPartition]) -> None:
         super()._forget(tps)
+        if self._raw is None:
+            return  # the raw path never started
         for tp in tps:
             self._fetcher.forget(tp)
             self._raw.drop_partition(self._target_topic(tp.topic), tp.partition)

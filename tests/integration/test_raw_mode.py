@@ -62,6 +62,7 @@ def per_partition(rows) -> Dict[int, List]:
     return dict(out)
 
 
+@pytest.mark.smoke
 @pytest.mark.parametrize("codec", ["none", "gzip", "snappy", "lz4", "zstd"])
 def test_batches_are_copied_as_they_are(tmp_path, source, target, files, codec):
     topic = source.create_topic(f"raw-{codec}", partitions=3)
