@@ -1,8 +1,14 @@
-"""The Python client's own limits on these brokers: produce-only and consume-only rates,
-tuned as test-broker.md section 9 found best. Prints one JSON line: records and seconds.
+"""The limits on these brokers, each printed as one JSON line (records and seconds):
+
+* produce: the Python client's produce-only rate (tuned as test-broker.md section 9 found best);
+* consume: its consume-only rate;
+* ingest: the target broker's own ingest limit for the source's batches as they are: every batch
+  of the topic is fetched into memory first (not timed), then produced to TARGET as whole
+  batches (the raw path's idempotent producer), timed until the target acknowledged them all.
 
     python limit.py produce BOOTSTRAP TOPIC COUNT SIZE [--compression lz4]
     python limit.py consume BOOTSTRAP TOPIC COUNT
+    python limit.py ingest SOURCE TOPIC COUNT --target TARGET
 """
 
 import argparse
@@ -52,16 +58,65 @@ def consume(args) -> float:
     return seconds
 
 
+def ingest(args) -> float:
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from kafka.net.selector import NetworkSelector
+    from kafka.protocol.consumer import FetchRequest
+
+    from mirror_maker.engine.state import RunState
+    from mirror_maker.ops.metrics import MirrorMetrics
+    from mirror_maker.records import TopicPartition as TP
+    from mirror_maker.shallow.batches import split
+    from mirror_maker.shallow.connections import Cluster
+    from mirror_maker.shallow.producer import RawProducer
+
+    net, state = NetworkSelector(), RunState()
+    source = Cluster(net, {"bootstrap.servers": args.bootstrap}, "limit-ingest-source", "source")
+    target = Cluster(net, {"bootstrap.servers": args.target}, "limit-ingest-target", "target")
+    for cluster in (source, target):
+        cluster.connect()
+    source.track([args.topic])
+    batches = []
+    for partition in source.partitions(args.topic):
+        position = 0
+        while True:
+            request = FetchRequest(max_wait_ms=200, min_bytes=1, max_bytes=52428800, isolation_level=0,
+                                   topics=[FetchRequest.FetchTopic(topic=args.topic, partitions=[
+                                       FetchRequest.FetchTopic.FetchPartition(partition=partition, fetch_offset=position,
+                                                                              partition_max_bytes=52428800)])],
+                                   max_version=12)
+            answer = source.client.send_and_receive(source.leader(args.topic, partition), request)
+            data = b"".join(p.records or b"" for t in answer.responses for p in t.partitions)  # Tansu: none at the end
+            found = [b for b in split(data) if b.last_offset >= position]
+            if not found:
+                break
+            batches += [(partition, b) for b in found]
+            position = found[-1].next_offset
+    producer = RawProducer(target, net, state, True, MirrorMetrics())
+    producer.init_producer_id()
+    target.track([args.topic])
+    started = time.monotonic()
+    for partition, batch in batches:
+        producer.send(args.topic, partition, batch, TP(args.topic, partition))
+    if not producer.flush(None) or producer.acked_records != args.count:
+        raise SystemExit(f"ingest failed: {state.failure}, {producer.acked_records} acknowledged")
+    return time.monotonic() - started
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("mode", choices=["produce", "consume"])
+    parser.add_argument("mode", choices=["produce", "consume", "ingest"])
     parser.add_argument("bootstrap")
     parser.add_argument("topic")
     parser.add_argument("count", type=int)
     parser.add_argument("size", type=int, nargs="?", default=0)
     parser.add_argument("--compression", default="none")
+    parser.add_argument("--target", default=None, help="ingest: the broker to produce the batches to")
     args = parser.parse_args()
-    seconds = produce(args) if args.mode == "produce" else consume(args)
+    seconds = {"produce": produce, "consume": consume, "ingest": ingest}[args.mode](args)
     print(json.dumps({"records": args.count, "seconds": seconds}))
 
 
