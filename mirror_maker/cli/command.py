@@ -112,16 +112,24 @@ def command(**params) -> int:
         "status_interval_ms": params.pop("status_interval_ms"),
         "exit_when_caught_up": params.pop("exit_when_caught_up"),
         "use_raw_bytes": params.pop("use_raw_bytes"),
+        "exactly_once": params.pop("exactly_once"),
+        "exactly_once_group_option": params.pop("exactly_once_group_option"),
     }
+    if extensions["exactly_once_group_option"] and not extensions["exactly_once"]:
+        raise ConfigError("--exactly.once.group is only used with --exactly.once")
+    if extensions["exactly_once"] and extensions["use_raw_bytes"]:
+        raise ConfigError("--exactly.once with --use.raw.bytes is not supported: the raw path's producer "
+                          "is not transactional")
 
     spark = _spark_options(params)
 
     from dataclasses import replace
 
+    from ..config.client_conf import settle_transactions
     from ..config.mirror_config import build_config
     from ..engine.runner import load_plugins, run
 
-    config = replace(build_config(include=include, **params), **extensions)
+    config = settle_transactions(replace(build_config(include=include, **params), **extensions))
     handler, listener = load_plugins(config)  # a bad plugin fails here, before Spark starts
     if spark is not None:
         from ..spark.driver import run_on_spark

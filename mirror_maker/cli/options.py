@@ -72,6 +72,12 @@ EXTENSION_OPTIONS = [
      "Shallow mirroring (KIP-712): copy whole record batches as they are (same compression, same "
      "partition numbers) instead of record by record; a handler then decides per batch.", None,
      dict(is_flag=True)),
+    (("--exactly.once",), "exactly_once",
+     "Exactly-once (KIP-656): each stream commits its records and the source offsets in one "
+     "transaction on the target; readers use isolation.level=read_committed.", None, dict(is_flag=True)),
+    (("--exactly.once.group",), "exactly_once_group_option",
+     "String: The consumer group on the target that holds the source offsets (exactly-once).",
+     "the source group.id", {}),
     (("--shutdown.timeout.ms",), "shutdown_timeout_ms",
      "Integer: How long a clean stop may wait for the target to acknowledge queued records "
      "before it exits without committing them.", "30000", dict(type=int, default=30000)),

@@ -15,7 +15,7 @@ import threading
 import time
 from typing import Dict, Optional
 
-from confluent_kafka import KafkaError
+from confluent_kafka import KafkaError, KafkaException
 
 from ..errors import ClientFailed
 
@@ -107,3 +107,16 @@ class ClientErrors:
         prefix = "Cannot reach" if code in UNREACHABLE_CODES else "Client error from"
         log.log(level, "%s the %s cluster at %s: %s (retrying)", prefix, self.side, self.bootstrap,
                 err.str())
+
+
+def raised_fatal(exc: BaseException) -> Optional[KafkaException]:
+    """The KafkaException behind what a client's poll() or flush() raised, if any.
+
+    confluent-kafka raises a fatal error from poll() but leaves it pending while it still serves
+    the callbacks already queued; the first of them that calls into the client (``err.code()``)
+    turns it into a SystemError caused by the KafkaException (seen when a transactional producer
+    is fenced).
+    """
+    while exc is not None and not isinstance(exc, KafkaException):
+        exc = exc.__cause__ or exc.__context__
+    return exc

@@ -20,10 +20,9 @@ import confluent_kafka
 from confluent_kafka import KafkaError, KafkaException
 
 from ..errors import SendFailed
-from .client_errors import AUTHORIZATION_CODES, ClientErrors
+from .client_errors import AUTHORIZATION_CODES, ClientErrors, raised_fatal
 from ..ops.log import librdkafka_logger
 from ..ops.metrics import MirrorMetrics
-from ..records import TopicPartition
 from ..engine.state import RunState
 
 log = logging.getLogger("mirror_maker.producer")
@@ -178,7 +177,7 @@ class MirrorProducer:
                 self._send_failed(where, topic, key, value, "the local queue stayed full for max.block.ms")
                 return
             # Acknowledgements make room but send no event (failure-only reports): a short wait.
-            self._producer.poll(ROOM_WAIT_S)
+            self._serve(ROOM_WAIT_S)
             try:
                 self.produce(topic, value, key, partition, None, None, timestamp, headers)
                 return
@@ -194,10 +193,19 @@ class MirrorProducer:
         waiting. The mirror threads call it after every batch: librdkafka queues an event per
         record even when only failures reach Python, and serving them in the thread that produced
         them costs less than a thread of its own trading the GIL with it (measured)."""
+        self._serve(0)
+
+    def _serve(self, timeout_s: float, flush: bool = False) -> None:
         try:
-            self._producer.poll(0)
-        except KafkaException as exc:  # a fatal error: confluent-kafka raises it from poll()
-            self._fatal(exc)
+            if flush:
+                self._producer.flush(timeout_s)
+            else:
+                self._producer.poll(timeout_s)
+        except (KafkaException, SystemError) as exc:  # a fatal error: confluent-kafka raises it from poll()
+            fatal = raised_fatal(exc)
+            if fatal is None:
+                raise
+            self._fatal(fatal)
 
     def _fatal(self, exc: KafkaException) -> None:
         """A fatal producer error (e.g. no idempotent producer id): the run fails with one line."""
@@ -298,6 +306,8 @@ class MirrorProducer:
                 deadline = self._state.deadline  # set once a stop was requested
             if self._state.failed:
                 return False
+            if self._stop_waiting():
+                break
             now = time.monotonic()
             if deadline is not None and now >= deadline:
                 if self._warned_deadline != deadline:
@@ -306,15 +316,16 @@ class MirrorProducer:
                                 "their offsets are not committed", len(self._producer))
                 return False
             step = FLUSH_STEP_S if deadline is None else max(0.0, min(FLUSH_STEP_S, deadline - now))
-            try:
-                self._producer.flush(step)
-            except KafkaException as exc:
-                self._fatal(exc)
+            self._serve(step, flush=True)
             if time.monotonic() - last_log >= WAIT_LOG_EVERY_S and len(self._producer) > 0:
                 last_log = time.monotonic()
                 log.warning("waiting for the target to acknowledge %d records; "
                             "offsets are committed only after it does", len(self._producer))
         return not self._state.failed and not self._purged
+
+    def _stop_waiting(self) -> bool:
+        """A reason to stop waiting for the queue to empty (a failed transaction holds it back)."""
+        return False
 
     def purge(self) -> None:
         """Drop everything not yet delivered (abort path: nothing of it will be committed)."""

@@ -59,7 +59,8 @@ def stop_at(deadline: float):
 
 
 def commit_retrying(max_attempts: int = 5, max_delay_s: float = 30.0) -> Retrying:
-    """Retry a synchronous commit on retriable errors only, bounded, logging each retry."""
+    """Retry a synchronous commit (or a read of committed offsets) on retriable errors only,
+    bounded, logging each retry."""
     return Retrying(
         retry=retry_if_exception(is_retriable),
         stop=stop_after_attempt(max_attempts) | stop_after_delay(max_delay_s),

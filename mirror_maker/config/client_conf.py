@@ -200,3 +200,20 @@ def build_producer_conf(props: Dict[str, str], source: str):
     conf, translation = _build_client_conf(props, source, "producer")
     _warn_weakened_producer(conf, translation.conf)
     return check_librdkafka(conf, source, "producer"), translation.engine
+
+
+def settle_transactions(config):
+    """What --exactly.once needs of the two files: an idempotent producer with acks=all
+    (transactions require it; the mirror sets a transactional.id per stream), and a read_committed
+    consumer (a transactional source's aborted records must not be mirrored)."""
+    if not config.exactly_once:
+        return config
+    producer, consumer = config.producer, config.consumer
+    if str(producer.get("acks", "all")).lower() not in ("all", "-1"):
+        raise ConfigError(f"--exactly.once needs producer acks=all, not {producer['acks']}")
+    if str(producer.get("enable.idempotence", "true")).lower() == "false":
+        raise ConfigError("--exactly.once needs an idempotent producer: remove enable.idempotence=false")
+    if consumer.get("isolation.level", "read_committed") != "read_committed":
+        log.warning("consumer isolation.level=%s overrides read_committed: with --exactly.once a "
+                    "transactional source's aborted records would be mirrored", consumer["isolation.level"])
+    return config

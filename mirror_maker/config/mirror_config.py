@@ -43,6 +43,10 @@ class MirrorMakerConfig:
     exit_when_caught_up: bool = False
     #: --use.raw.bytes: whole batches instead of records (the shallow package).
     use_raw_bytes: bool = False
+    #: --exactly.once: transactions on the target, offsets stored there (engine.exactly_once).
+    exactly_once: bool = False
+    #: The target's consumer group holding the source offsets (default: the source group.id).
+    exactly_once_group_option: Optional[str] = None
 
     @property
     def group_id(self) -> str:
@@ -57,6 +61,16 @@ class MirrorMakerConfig:
             return True
         strategies = self.consumer.get("partition.assignment.strategy", "range,roundrobin")
         return [s.strip() for s in strategies.split(",") if s.strip()] == ["cooperative-sticky"]
+
+    @property
+    def exactly_once_group(self) -> str:
+        return self.exactly_once_group_option or self.group_id
+
+    @property
+    def transaction_timeout_ms(self) -> int:
+        """Long enough for one commit interval (three, with a minute at least), within the
+        broker's default transaction.max.timeout.ms of 15 minutes."""
+        return min(900000, max(60000, 3 * self.offset_commit_interval_ms))
 
     @property
     def producer_batch_bytes(self) -> int:

@@ -263,7 +263,8 @@ PRODUCER: Dict[str, Optional[Converter]] = {
     "max.request.size": _rename("message.max.bytes"),
     "max.in.flight.requests.per.connection": None,
     "enable.idempotence": None,
-    "transactional.id": _unsupported("transactional mirroring is a later mode of this tool"),
+    "transactional.id": _ignore("the mirror's producer is transactional only with --exactly.once, which "
+                                "sets one per stream"),
     "transaction.timeout.ms": None,
     "partitioner.class": _unsupported("the mirror uses the Java-compatible murmur2_random partitioner"),
     "partitioner.ignore.keys": _unsupported("the mirror uses the Java-compatible murmur2_random partitioner"),

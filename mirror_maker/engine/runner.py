@@ -94,11 +94,19 @@ class MirrorMaker:
         thread_class = MirrorThread
         if config.use_raw_bytes:
             from ..shallow.worker import RawMirrorThread as thread_class  # kafka-python: only then
+        elif config.exactly_once:
+            from .exactly_once import ExactlyOnceThread as thread_class
         self.threads = [
             thread_class(i, config, self.producer, self._handler, self._listener, self.state,
                          self._subscription, target_topics, self.metrics, source_errors)
             for i in self._streams
         ]
+        if config.exactly_once:
+            from .exactly_once import StreamsReady
+
+            ready = StreamsReady(len(self.threads))
+            for thread in self.threads:
+                thread.streams_ready = ready
         # Raw streams have producers of their own: their acknowledgements count too.
         self.metrics.acknowledged = lambda: (self.producer.acknowledged()
                                              + sum(thread.acknowledged() for thread in self.threads))

@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from typing import List, Pattern, Tuple
+from typing import Dict, List, Pattern, Tuple
 
 from confluent_kafka import KafkaException
 
@@ -35,6 +35,7 @@ class TopicSubscription:
         self._bootstrap = bootstrap
         self._lock = threading.Lock()
         self._topics: List[str] = []
+        self._partitions: Dict[str, int] = {}
         self._version = 0
         self._next_refresh = 0.0
         self._failing_since = None
@@ -49,6 +50,12 @@ class TopicSubscription:
         with self._lock:
             return self._version, list(self._topics)
 
+    def partitions(self) -> Tuple[int, Dict[str, int]]:
+        """The matching topics with their partition counts (a count that grows is a new version
+        too): what exactly-once mode's streams split among themselves."""
+        with self._lock:
+            return self._version, dict(self._partitions)
+
     def refresh_if_due(self, now: float = None) -> None:
         now = time.monotonic() if now is None else now
         if now < self._next_refresh:
@@ -62,13 +69,16 @@ class TopicSubscription:
         self._failing_since = None
         self._next_refresh = now + self._refresh_s
         topics = select_topics(self._pattern, names, self._exclude_internal)
+        partitions = {topic: names[topic] for topic in topics}
         with self._lock:
             if topics != self._topics:
                 added = sorted(set(topics) - set(self._topics))
                 removed = sorted(set(self._topics) - set(topics))
                 log.info("Subscribed topics changed: +%s -%s", added or "[]", removed or "[]")
-                self._topics = topics
                 self._version += 1
+            elif partitions != self._partitions:
+                self._version += 1
+            self._topics, self._partitions = topics, partitions
 
     def _unreachable(self, now: float, reason: str) -> None:
         if self._failing_since is None:

@@ -65,6 +65,7 @@ class MirrorThread(threading.Thread):
         self._consumer: Optional[confluent_kafka.Consumer] = None
         self._checkpoint: Optional[Checkpoint] = None
         self._subscribed_version = -1
+        self._subscribed_topics = None
         self._has_topics = False
         self.assigned: set = set()
         #: Assigned partitions whose position reached the high watermark of the last fetch.
@@ -94,7 +95,7 @@ class MirrorThread(threading.Thread):
             if self._errors is not None:
                 conf["error_cb"] = self._errors
             self._consumer = confluent_kafka.Consumer(conf)
-            self._checkpoint = Checkpoint(self._flushable(), OffsetCommitter(self._consumer),
+            self._checkpoint = Checkpoint(self._flushable(), self._committer(),
                                           self._state, self._config.offset_commit_interval_ms,
                                           metrics=self._metrics, owned=self.assigned.__contains__)
             self._loop()
@@ -111,6 +112,10 @@ class MirrorThread(threading.Thread):
     def _flushable(self):
         """What a commit flushes first (the shared producer; the raw path adds its own)."""
         return self._producer
+
+    def _committer(self):
+        """Where offsets go: the source group (exactly-once mode commits them on the target)."""
+        return OffsetCommitter(self._consumer)
 
     def acknowledged(self) -> int:
         """Records this thread's own producer had acknowledged (the shared one counts its own)."""
@@ -165,6 +170,9 @@ class MirrorThread(threading.Thread):
         if self._subscription.version != self._subscribed_version:
             version, topics = self._subscription.current()
             self._subscribed_version = version
+            if topics == self._subscribed_topics:
+                return self._has_topics  # only a partition count changed: the group follows it itself
+            self._subscribed_topics = topics
             self._has_topics = bool(topics)
             if topics:
                 self._consumer.subscribe(topics, on_assign=self._on_assign,

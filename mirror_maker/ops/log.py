@@ -72,9 +72,10 @@ class LibrdkafkaFilter(logging.Filter):
 
     def filter(self, record: logging.LogRecord) -> bool:
         message = record.getMessage()
-        # A broker away is a warning until it hurts delivery; a fatal error is reported by the
-        # mirror itself, as the one ERROR line naming what is wrong.
-        if record.levelno >= logging.ERROR and message.startswith(("FAIL", "ERROR", "FATAL")):
+        # A broker away is a warning until it hurts delivery; a fatal error (FATAL, TXNERR, a
+        # fenced producer's ADDPARTS...) reaches the mirror through the client's API and is
+        # reported there, as the one ERROR line naming what is wrong.
+        if record.levelno >= logging.ERROR:
             record.levelno, record.levelname = logging.WARNING, "WARNING"
         if record.levelno < logging.INFO:
             return True  # librdkafka's debug contexts were asked for: every line, unfolded

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import shutil
 import signal
-import subprocess
 from collections import Counter, defaultdict
 from dataclasses import dataclass
 from typing import Dict, List

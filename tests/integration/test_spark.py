@@ -163,6 +163,31 @@ def test_a_killed_worker_is_restarted_and_nothing_is_lost(tmp_path, source, targ
     assert "restarting all 2 streams in 2 s (restart 1 of at most 3 in a row)" in mirror.log()
 
 
+@pytest.mark.needs_kafka_feature("read_committed that hides aborted transactions")
+def test_exactly_once_with_a_killed_worker(tmp_path, source, target, files):
+    """--exactly.once in Spark tasks: the task index is the shard, so the restarted job's task
+    fences the killed one's transactional.id; a read_committed reader sees every record once."""
+    topic = source.create_topic("spark-eos", partitions=4)
+    producer = BackgroundProducer(source, topic, rate=300).start()
+    mirror = spark_mirror(tmp_path, files, topic, "--num.streams", "2", "--exactly.once")
+    try:
+        target.read_values(topic, [b"v-300"], timeout_s=START_S)
+        _worker, pid, _job = started_workers(mirror.log())[0]
+        os.kill(pid, signal.SIGKILL)
+        killed_at = len(producer.acked)
+        mirror.wait_for_log("The Spark job ended (", 30)
+        target.read_values(topic, [f"v-{killed_at + 300}".encode()], timeout_s=60)
+        acked = producer.stop()
+        target.read_values(topic, acked, timeout_s=60)
+        rows = target.read_all(topic)  # to the end: a duplicate may follow the last acked value
+        assert not {v for v, n in collections.Counter(values(rows)).items() if n > 1}
+    finally:
+        producer.stop()
+        status = mirror.stop(signal.SIGTERM, timeout_s=90)
+    assert status == 143, mirror.log()
+    assert f"transactional.id {files.group}.eos.0" in mirror.log() and f"{files.group}.eos.1" in mirror.log()
+
+
 def test_a_worker_stopped_by_its_executor_commits_and_the_job_restarts(tmp_path, source, target, files):
     # Tansu 0.6 stalls a group whose members leave while it is rebalancing (see
     # test_two_instances_started_and_stopped_during_a_stream), which is what the survivors of a

@@ -142,7 +142,7 @@ def test_ignored_keys_get_an_info_line(role, key):
 
 @pytest.mark.parametrize("role,key", [
     ("consumer", "interceptor.classes"), ("producer", "interceptor.classes"),
-    ("producer", "partitioner.class"), ("producer", "transactional.id"),
+    ("producer", "partitioner.class"),
 ])
 def test_unsupported_keys_get_a_warning(role, key):
     out = translate({key: "x"}, role)
@@ -270,3 +270,22 @@ def test_a_setting_confluent_kafka_reads_as_a_bool_is_given_one():
     assert conf["delivery.report.only.error"] is True
     with pytest.raises(ConfigError, match="delivery.report.only.error: 'maybe' is not true or false"):
         build_producer_conf({**P, "delivery.report.only.error": "maybe"}, "p")
+
+
+def test_transactional_settings_follow_the_mode(tmp_path, caplog):
+    from dataclasses import replace
+
+    from mirror_maker.config.client_conf import settle_transactions
+
+    consumer = tmp_path / "c.properties"
+    consumer.write_text("bootstrap.servers=h:1\ngroup.id=g\n")
+    producer = tmp_path / "p.properties"
+    producer.write_text("bootstrap.servers=h:2\ntransactional.id=mine\n")
+    caplog.set_level(logging.INFO)
+    config = build_config(str(consumer), str(producer), include="t")
+    assert "transactional.id" not in config.producer  # the mirror sets its own, with --exactly.once only
+    assert "transactional.id is ignored" in caplog.text
+    exactly_once = settle_transactions(replace(config, exactly_once=True))
+    assert exactly_once.exactly_once_group == "g" and exactly_once.transaction_timeout_ms == 180000
+    with pytest.raises(ConfigError, match="needs producer acks=all"):
+        settle_transactions(replace(config, exactly_once=True, producer={**config.producer, "acks": "1"}))

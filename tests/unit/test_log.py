@@ -52,3 +52,11 @@ def test_the_same_line_from_two_clients_and_debug_lines_are_never_folded():
     second.name = "mirror_maker.librdkafka.g-1"
     assert keep.filter(first) and keep.filter(second) and not keep.filter(record(line, logging.INFO))
     assert all(keep.filter(record("CGRPOP [thrd:main]: received op", logging.DEBUG)) for _ in range(3))
+
+
+def test_librdkafka_errors_are_warnings_the_mirror_reports_the_one_error():
+    keep = LibrdkafkaFilter()
+    for line in ("FAIL [thrd:b/1]: Connect failed", "TXNERR [thrd:main]: Current transaction failed",
+                 "ADDPARTS [thrd:main]: Failed to add partition: old epoch"):
+        entry = record(line, logging.ERROR)
+        assert keep.filter(entry) and entry.levelname == "WARNING"

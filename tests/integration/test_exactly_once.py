@@ -1,0 +1,227 @@
+"""Exactly-once (``--exactly.once``): a read_committed reader of the target sees every source record
+once, across kills, bounces, outages and a zombie; on Apache Kafka (Tansu's read_committed serves
+aborted records)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from collections import Counter
+
+import pytest
+
+from .harness import (BackgroundProducer, MirrorProcess, make_records, mirror_args, mirror_files,
+                      values, wait_until)
+
+pytestmark = pytest.mark.needs_kafka_feature("read_committed that hides aborted transactions")
+
+EOS = "--exactly.once"
+
+
+def assert_exactly_once(rows, expected) -> None:
+    counts = Counter(values(rows))
+    missing = set(expected) - set(counts)
+    duplicated = {value: n for value, n in counts.items() if n > 1}
+    assert not missing, f"{len(missing)} values missing, e.g. {sorted(missing)[:5]}"
+    assert not duplicated, f"{len(duplicated)} values duplicated, e.g. {list(duplicated.items())[:3]}"
+
+
+def read_committed(cluster, topic, expected, timeout_s=120.0):
+    """Every record a read_committed reader sees, read to the end once all of ``expected`` is
+    there (a duplicate may come after the last expected value)."""
+    cluster.read_values(topic, expected, timeout_s=timeout_s)
+    return cluster.read_all(topic, timeout_s=timeout_s)
+
+
+@pytest.mark.smoke
+def test_every_record_once_and_the_offsets_on_the_target(tmp_path, source, target, files):
+    topic = source.create_topic("eos", partitions=4)
+    records = make_records(2000)
+    source.seed(topic, records)
+    mirror = MirrorProcess(mirror_args(files, topic, EOS, "--num.streams", "2", "--offset.commit.interval.ms", "300"),
+                           tmp_path / "m.log")
+    try:
+        rows = read_committed(target, topic, [r.value for r in records])
+        wait_until(lambda: sum(target.committed(files.group, topic).values()) == 2000, 30,
+                   "the source offsets committed on the target, in the group named after the source group")
+        wait_until(lambda: sum(source.committed(files.group, topic).values()) == 2000, 30,
+                   "the best-effort commit to the source group, for lag monitoring")
+    finally:
+        assert mirror.stop(signal.SIGTERM) == 143, mirror.log()
+    assert_exactly_once(rows, [r.value for r in records])
+    log = mirror.log()
+    assert "transactional.id " + f"{files.group}.eos.0" in log and f"{files.group}.eos.1" in log
+    assert "Traceback" not in log
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("clean", [True, False], ids=["clean-bounce", "hard-bounce"])
+def test_bounces_at_1000_msg_s_every_acked_record_exactly_once(tmp_path, source, target, report, clean):
+    """Kafka's MirrorMaker bounce test (3 bounces at 1000 msg/s), read back with read_committed."""
+    topic = source.create_topic("eos-bounce", partitions=2)
+    files = mirror_files(tmp_path, source, target)
+    args = mirror_args(files, topic, EOS, "--num.streams", "2", "--offset.commit.interval.ms", "1000")
+    mirror = MirrorProcess(args, tmp_path / "mm0.log")
+    stream = BackgroundProducer(source, topic, rate=1000).start()
+    try:
+        wait_until(lambda: sum(target.committed(files.group, topic).values()) > 500, 60, "a first transaction")
+        for bounce in range(3):
+            if clean:
+                assert mirror.stop(signal.SIGTERM, timeout_s=60) == 143, mirror.log()
+            else:
+                mirror.kill()
+            before = sum(target.committed(files.group, topic).values())
+            mirror = MirrorProcess(args, tmp_path / f"mm{bounce + 1}.log")
+            wait_until(lambda: sum(target.committed(files.group, topic).values()) > before + 100, 60,
+                       f"more than 100 new records committed after bounce {bounce + 1}")
+    finally:
+        acked = stream.stop()
+    try:
+        rows = read_committed(target, topic, acked)
+        assert_exactly_once(rows, acked)
+        report(f"exactly-once bounce ({'clean' if clean else 'hard'}): {len(acked)} acked, {len(rows)} read "
+               f"committed on the target, 0 duplicates")
+    finally:
+        assert mirror.stop(signal.SIGTERM) == 143, mirror.log()
+
+
+@pytest.mark.slow
+@pytest.mark.needs_own_brokers("cuts the target off through a proxy")
+def test_a_target_outage_mid_transaction(tmp_path, source, target, report):
+    proxy, proxied = target.proxy(tmp_path, "target-proxy")
+    topic = source.create_topic("eos-cut", partitions=2)
+    files = mirror_files(tmp_path, source, proxied)
+    stream = BackgroundProducer(source, topic, rate=300).start()
+    mirror = MirrorProcess(mirror_args(files, topic, EOS, "--offset.commit.interval.ms", "1000"), tmp_path / "m.log")
+    try:
+        wait_until(lambda: sum(target.committed(files.group, topic).values()) > 300, 60, "transactions before the cut")
+        proxy.cut()
+        cut_until = time.monotonic() + 30
+        while time.monotonic() < cut_until:  # the outage: the mirror keeps running
+            assert mirror.process.poll() is None, mirror.log()
+            time.sleep(1)
+        proxy.restore()
+    finally:
+        acked = stream.stop()
+    try:
+        rows = read_committed(target, topic, acked, timeout_s=180)
+        assert_exactly_once(rows, acked)
+        report(f"exactly-once through a 30 s target outage: {len(acked)} acked, 0 duplicates")
+    finally:
+        assert mirror.stop(signal.SIGTERM) == 143, mirror.log()
+        proxy.stop()
+
+
+@pytest.mark.slow
+def test_a_zombie_cannot_commit_after_another_instance_took_over(tmp_path, source, target):
+    """SIGSTOP one mirror mid-stream, start a second with the same group: it takes over every
+    shard (its init_transactions aborts the first one's open transactions and fences it). SIGCONT
+    the first: it cannot commit again and stops with one line; every record is there once."""
+    topic = source.create_topic("eos-zombie", partitions=4)
+    files = mirror_files(tmp_path, source, target)
+    args = mirror_args(files, topic, EOS, "--num.streams", "2", "--offset.commit.interval.ms", "500")
+    stream = BackgroundProducer(source, topic, rate=400).start()
+    first = MirrorProcess(args, tmp_path / "first.log")
+    second = None
+    try:
+        wait_until(lambda: sum(target.committed(files.group, topic).values()) > 400, 60, "the first one's transactions")
+        os.kill(first.process.pid, signal.SIGSTOP)  # past any session timeout: 15 s below
+        second = MirrorProcess(args, tmp_path / "second.log")
+        stopped_at = sum(target.committed(files.group, topic).values())
+        wait_until(lambda: sum(target.committed(files.group, topic).values()) > stopped_at + 1000, 60,
+                   "the second one mirroring")
+        os.kill(first.process.pid, signal.SIGCONT)
+        assert first.wait(60) == 255, first.log()
+        errors = [line for line in first.log().splitlines() if " ERROR " in line]
+        assert len(errors) == 1 and "fenced: another mirror with the same group took over" in errors[0], errors
+    finally:
+        acked = stream.stop()
+    try:
+        assert_exactly_once(read_committed(target, topic, acked), acked)
+    finally:
+        if second is not None:
+            assert second.stop(signal.SIGTERM) == 143, second.log()
+        first.kill()
+
+
+@pytest.mark.slow
+def test_a_second_process_with_other_shards_fences_the_first(tmp_path, source, target):
+    """Three shards running, two started with the same group: the newcomer fences its own ids'
+    predecessors and, for partitions that moved between shards, their last writer (named in the
+    target's offset metadata). The first one stops with one line; every record is there once."""
+    topic = source.create_topic("eos-reshard", partitions=6)
+    files = mirror_files(tmp_path, source, target)
+    stream = BackgroundProducer(source, topic, rate=400).start()
+    first = MirrorProcess(mirror_args(files, topic, EOS, "--num.streams", "3", "--offset.commit.interval.ms", "500"),
+                          tmp_path / "first.log")
+    second = None
+    try:
+        wait_until(lambda: len(target.committed(files.group, topic)) == 6, 60, "every partition committed")
+        second = MirrorProcess(mirror_args(files, topic, EOS, "--num.streams", "2", "--offset.commit.interval.ms",
+                                           "500"), tmp_path / "second.log")
+        assert first.wait(60) == 255, first.log()
+        errors = [line for line in first.log().splitlines() if " ERROR " in line]
+        assert len(errors) == 1 and "fenced: another mirror with the same group took over" in errors[0], errors
+        wait_until(lambda: f"Fenced {files.group}.eos.2, the last writer of" in second.log(), 60,
+                   "the old layout's third shard fenced by the new owner of its partitions")
+        stopped_at = sum(target.committed(files.group, topic).values())
+        wait_until(lambda: sum(target.committed(files.group, topic).values()) > stopped_at + 500, 60,
+                   "the second one mirroring every partition")
+    finally:
+        acked = stream.stop()
+    try:
+        assert_exactly_once(read_committed(target, topic, acked), acked)
+    finally:
+        if second is not None:
+            assert second.stop(signal.SIGTERM) == 143, second.log()
+        first.kill()
+
+
+def test_migrating_from_an_at_least_once_group(tmp_path, source, target, files):
+    topic = source.create_topic("eos-migrate", partitions=2)
+    first, second = make_records(500, "alo"), make_records(500, "eos")
+    source.seed(topic, first)
+    record_mode = MirrorProcess(mirror_args(files, topic, "--exit.when.caught.up"), tmp_path / "alo.log")
+    assert record_mode.wait(60) == 0, record_mode.log()
+    source.seed(topic, second)
+    mirror = MirrorProcess(mirror_args(files, topic, EOS, "--exit.when.caught.up"), tmp_path / "eos.log")
+    assert mirror.wait(60) == 0, mirror.log()
+    assert "at the source group's committed offset" in mirror.log() and "migrating from at-least-once" in mirror.log()
+    assert_exactly_once(read_committed(target, topic, [r.value for r in first + second]),
+                        [r.value for r in first + second])
+    assert sum(target.committed(files.group, topic).values()) == 1000
+
+
+def _refusing(source, target):
+    topic = source.create_topic("eos-poison", partitions=1)
+    source.seed(topic, make_records(100, "before") + make_records(1, "big", size=20000) + make_records(100, "after"),
+                partition=0)
+    from confluent_kafka.admin import NewTopic
+
+    target.admin().create_topics([NewTopic(topic, 1, config={"max.message.bytes": "10000"})])[topic].result()
+    wait_until(lambda: target.partitions(topic) == 1, 15, "the target topic")
+    return topic
+
+
+def test_a_refused_record_with_abort_true_stops_with_nothing_of_its_transaction(tmp_path, source, target):
+    topic = _refusing(source, target)
+    files = mirror_files(tmp_path, source, target, producer={"batch.size": 8192})
+    mirror = MirrorProcess(mirror_args(files, topic, EOS, "--offset.commit.interval.ms", "60000"), tmp_path / "m.log")
+    assert mirror.wait(90) == 255, mirror.log()
+    assert target.committed(files.group, topic) == {}
+    assert target.read_all(topic) == []  # the aborted transaction's records are not visible
+    assert "Traceback" not in mirror.log()
+
+
+def test_a_refused_record_with_abort_false_is_skipped_and_the_rest_is_exactly_once(tmp_path, source, target):
+    topic = _refusing(source, target)
+    files = mirror_files(tmp_path, source, target, producer={"batch.size": 8192})
+    mirror = MirrorProcess(mirror_args(files, topic, EOS, "--abort.on.send.failure", "false",
+                                       "--exit.when.caught.up"), tmp_path / "m.log")
+    assert mirror.wait(90) == 0, mirror.log()
+    rows = target.read_all(topic)
+    expected = [r.value for r in make_records(100, "before") + make_records(100, "after")]
+    assert_exactly_once(rows, expected) and len(rows) == 200
+    assert target.committed(files.group, topic) == {0: 201}
+    assert "dropped; --abort.on.send.failure is false" in mirror.log()
