@@ -12,8 +12,11 @@ quix-streams' replicator. For each: records/s, MB/s, CPU seconds per GB (JVMs in
 peak RSS, medians of --runs runs; then the cost growth, a profile, results/<date>.json, .md, .png.
 
 How a run is timed. On Apache Kafka every tool is timed the same way: from process start until
-a watcher sees every record on the target (exact high watermarks), then SIGTERM; the time to the
-first mirrored record and the time from SIGTERM to exit are reported too. On Tansu, whose
+a watcher sees every record on the target (exact high watermarks, read_committed: the last stable
+offsets, so a transactional tool counts only committed records), then SIGTERM; the time to the
+first mirrored record and the time from SIGTERM to exit are reported too. Exactly-once rows on
+Kafka only: ours (--exactly.once, default commit interval) against MirrorMaker 2 with
+exactly.once.source.support=enabled, next to the at-least-once rows. On Tansu, whose
 ListOffsets is wrong, the mirror exits by itself (--exit.when.caught.up) and the peers after
 their count: from process start to exit.
 
@@ -237,6 +240,11 @@ class Bench:
         """(label, run function) of every measured tool on this broker kind."""
         rows = [(f"mirror, --num.streams {n}", self._ours(n)) for n in streams_list]
         rows.append(("mirror --use.raw.bytes, --num.streams 1", self._ours(1, extra=("--use.raw.bytes",))))
+        if kind == "kafka":  # Tansu's read_committed serves aborted records: no exactly-once there
+            # Committed (visible to read_committed) as soon as every partition is read to its end,
+            # not at the next 60 s commit interval: the run measures throughput, not the timer.
+            rows.append(("mirror --exactly.once, --num.streams 1",
+                         self._ours(1, extra=("--exactly.once", "--exit.when.caught.up"))))
         rows.append(("mirror, --num.streams 1, previous defaults",
                      self._ours(1, consumer=PREVIOUS_DEFAULTS["consumer"], producer=PREVIOUS_DEFAULTS["producer"])))
         if self.baseline is not None:
@@ -245,6 +253,7 @@ class Bench:
         if kind == "kafka":
             rows += [(f"Kafka MirrorMaker v1, --num.streams {n}", self._mm1(n)) for n in self.args.peer_streams]
             rows += [(f"Kafka MirrorMaker 2, tasks.max {n}", self._mm2(n)) for n in self.args.peer_streams]
+            rows.append(("Kafka MirrorMaker 2 exactly-once, tasks.max 1", self._mm2(1, exactly_once=True)))
         rows.append(("peer: confluent loop", self._python_peer("confluent_loop")))
         if kind == "tansu" and self.args.peers_python:
             rows.append(("peer: quix replicator", self._python_peer("quix_replicator")))
@@ -353,16 +362,26 @@ class Bench:
             return self._timed(brokers, topic, count, command, tag, self_exit=False)
         return run
 
-    def _mm2(self, tasks: int):
+    def _mm2(self, tasks: int, exactly_once: bool = False):
+        """MirrorMaker 2 in dedicated mode; ``exactly_once``: Connect's exactly-once source support
+        (3.5+: transactions on the target, a transaction per poll, the internal REST it needs)."""
+        from mirror_maker.embedded import free_port
         from tests.brokers.java_mirror_makers import mirror_maker_2, mirror_maker_2_properties
 
         def run(brokers, topic, compression, count, tag):
             # The same producer settings as the other tools' producer.properties, for the target; new
             # aliases each run, so Connect does not resume from the previous run's stored offsets.
             run_id = time.time_ns()
-            props = mirror_maker_2_properties(brokers.source.bootstrap, brokers.target.bootstrap, topic, tasks, {
-                f"T{run_id}.producer.compression.type": compression,
-                f"T{run_id}.producer.max.request.size": 10000000}, aliases=(f"S{run_id}", f"T{run_id}"))
+            source, target = f"S{run_id}", f"T{run_id}"
+            extra = {f"{target}.producer.compression.type": compression,
+                     f"{target}.producer.max.request.size": 10000000}
+            if exactly_once:
+                extra.update({f"{target}.exactly.once.source.support": "enabled",
+                              f"{source}.consumer.isolation.level": "read_committed",
+                              "dedicated.mode.enable.internal.rest": "true",
+                              "listeners": f"http://127.0.0.1:{free_port()}"})
+            props = mirror_maker_2_properties(brokers.source.bootstrap, brokers.target.bootstrap, topic, tasks,
+                                              extra, aliases=(source, target))
             command = mirror_maker_2(props, self.work / tag)
             return self._timed(brokers, topic, count, command, tag, self_exit=False)
         return run
