@@ -62,6 +62,8 @@ def usage_text() -> str:
     lines += _table(_rows(options.KAFKA_OPTIONS))
     lines += ["", "Extensions (kafka-mirror-maker for Python only):"]
     lines += _table(_rows(options.EXTENSION_OPTIONS))
+    lines += ["", "MirrorMaker 2 capabilities (MirrorMaker 2's property names; all off by default):"]
+    lines += _table(_rows(options.MM2_OPTIONS))
     lines += ["", "Spark mode (kafka-mirror-maker for Python only):"]
     lines += _table(_rows(options.SPARK_OPTIONS))
     return "\n".join(lines)
@@ -122,20 +124,52 @@ def command(**params) -> int:
                           "is not transactional")
 
     spark = _spark_options(params)
+    extensions["replication"] = _replication_options(params)
 
     from dataclasses import replace
 
     from ..config.client_conf import settle_transactions
+    from ..config.replication import follow_partitions
     from ..config.mirror_config import build_config
     from ..engine.runner import load_plugins, run
 
     config = settle_transactions(replace(build_config(include=include, **params), **extensions))
+    config = replace(config, consumer=follow_partitions(config.consumer, config.replication))
     handler, listener = load_plugins(config)  # a bad plugin fails here, before Spark starts
+    from ..replication.policies import topic_rules
+
+    topic_rules(config.replication)  # and so does a bad replication policy
     if spark is not None:
         from ..spark.driver import run_on_spark
 
         return run_on_spark(config, spark)
     return run(config, handler, listener)
+
+
+def _replication_options(params: dict):
+    """MirrorMaker 2's topic options; an interval without its sync is a mistake worth a line."""
+    from ..config.replication import DEFAULT_CONFIG_EXCLUDE, build_replication_options
+
+    intervals = {}
+    for enabled, interval in (("refresh_topics", "refresh_topics_interval_s"),
+                              ("sync_topic_configs", "sync_topic_configs_interval_s"),
+                              ("sync_topic_acls", "sync_topic_acls_interval_s")):
+        intervals[interval] = params.pop(interval)
+        if intervals[interval] is not None and not params[enabled]:
+            name = enabled.replace("_", ".")
+            raise ConfigError(f"--{interval[:-2].replace('_', '.')}.seconds is only used with "
+                              f"--{name}.enabled true")
+        if intervals[interval] is None:
+            intervals[interval] = 600
+    exclude = params.pop("config_properties_exclude")
+    if exclude is not None and not params["sync_topic_configs"]:
+        raise ConfigError("--config.properties.exclude is only used with --sync.topic.configs.enabled true")
+    return build_replication_options(
+        params.pop("replication_policy"), params.pop("replication_policy_separator"),
+        params.pop("source_cluster_alias"), params.pop("target_cluster_alias"), params.pop("sync_topic_configs"),
+        intervals["sync_topic_configs_interval_s"], DEFAULT_CONFIG_EXCLUDE if exclude is None else exclude,
+        params.pop("refresh_topics"), intervals["refresh_topics_interval_s"], params.pop("sync_topic_acls"),
+        intervals["sync_topic_acls_interval_s"], params.pop("replication_factor"))
 
 
 def _spark_options(params: dict):

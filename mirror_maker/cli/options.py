@@ -15,7 +15,7 @@ def _boolean(ctx, param, value):
         return None
     text = value.strip().lower()
     if text not in ("true", "false"):
-        raise click.BadParameter(f"'{value}' is not true or false", param_hint="--abort.on.send.failure")
+        raise click.BadParameter(f"'{value}' is not true or false", param_hint=param.opts[0])
     return text == "true"
 
 
@@ -102,7 +102,45 @@ SPARK_OPTIONS = [
      dict(type=click.IntRange(min=0), default=3)),
 ]
 
-ALL_OPTIONS = KAFKA_OPTIONS + EXTENSION_OPTIONS + SPARK_OPTIONS
+#: MirrorMaker 2's topic capabilities, with its property names; every sync is off by default.
+MM2_OPTIONS = [
+    (("--replication.policy.class",), "replication_policy",
+     "String: How target topics are named: identity (names unchanged), default (MirrorMaker 2's "
+     "<source alias><separator><topic>) or a Python class by dotted path. Given, MirrorMaker 2's "
+     "topic rules apply too: internal topics and cycles are never mirrored.",
+     "none (MirrorMaker v1: names unchanged, no MirrorMaker 2 rules)", {}),
+    (("--replication.policy.separator",), "replication_policy_separator",
+     "String: The separator of the default policy's remote topic names.", ".", dict(default=".")),
+    (("--source.cluster.alias",), "source_cluster_alias", "String: The source cluster's alias.", "source",
+     dict(default="source")),
+    (("--target.cluster.alias",), "target_cluster_alias",
+     "String: The target cluster's alias (a topic whose source it is, by the policy, is a cycle).", "target",
+     dict(default="target")),
+    (("--replication.factor",), "replication_factor",
+     "Integer: The replication factor of the target topics the mirror creates.", "the target broker's",
+     dict(type=int)),
+    (("--refresh.topics.enabled",), "refresh_topics",
+     "String: true: a target topic grows to its source topic's partition count, and the new "
+     "partitions are mirrored from their start.", "false", dict(default="false", callback=_boolean)),
+    (("--refresh.topics.interval.seconds",), "refresh_topics_interval_s",
+     "Integer: How often partition counts are compared.", "600", dict(type=int)),
+    (("--sync.topic.configs.enabled",), "sync_topic_configs",
+     "String: true: target topics are created with their source topic's non-default configs and "
+     "kept in sync.", "false", dict(default="false", callback=_boolean)),
+    (("--sync.topic.configs.interval.seconds",), "sync_topic_configs_interval_s",
+     "Integer: How often topic configs are synced.", "600", dict(type=int)),
+    (("--config.properties.exclude",), "config_properties_exclude",
+     "String: Comma-separated regexes of topic configs never synced.",
+     "MirrorMaker 2's (throttled replicas, message.timestamp.*, unclean.leader.election.enable, "
+     "min.insync.replicas)", {}),
+    (("--sync.topic.acls.enabled",), "sync_topic_acls",
+     "String: true: the source's literal topic ACLs are copied to the target topics (ALLOW only, "
+     "never WRITE, ALL as READ).", "false", dict(default="false", callback=_boolean)),
+    (("--sync.topic.acls.interval.seconds",), "sync_topic_acls_interval_s",
+     "Integer: How often topic ACLs are synced.", "600", dict(type=int)),
+]
+
+ALL_OPTIONS = KAFKA_OPTIONS + EXTENSION_OPTIONS + MM2_OPTIONS + SPARK_OPTIONS
 
 
 def apply(command):

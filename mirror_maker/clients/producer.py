@@ -28,6 +28,8 @@ from ..engine.state import RunState
 log = logging.getLogger("mirror_maker.producer")
 
 FLUSH_STEP_S = 1.0
+#: How long a record for a partition the target's metadata does not know yet waits for it.
+UNKNOWN_PARTITION_WAIT_S = 10.0
 ROOM_WAIT_S = 0.002
 #: How often librdkafka reports its produce-to-acknowledgement latencies (for replication latency).
 STATS_INTERVAL_MS = 5000
@@ -140,10 +142,30 @@ class MirrorProducer:
         if isinstance(exc, BufferError):
             self._wait_for_room(topic, value, key, partition, timestamp, headers,
                                 src_topic, src_partition, src_offset)
+        elif (exc.args[0].code() == KafkaError._UNKNOWN_PARTITION and partition >= 0
+              and self._learn_partition(topic, partition)):
+            self.produce(topic, value, key, partition, None, None, timestamp, headers)
         else:
             self._not_queued()
             self._send_failed(_where(src_topic, src_partition, src_offset), topic, key, value,
                               exc.args[0].str())
+
+    def _learn_partition(self, topic: str, partition: int) -> bool:
+        """Whether ``topic`` has ``partition`` on the target after all: librdkafka refuses a
+        partition beyond the count in its metadata cache at once, and a topic that just grew
+        (``--refresh.topics.enabled``, or by hand) is there before the cache knows. Asks the
+        target again, for a bounded time."""
+        deadline = time.monotonic() + UNKNOWN_PARTITION_WAIT_S
+        while not self._state.stopping and time.monotonic() < deadline:
+            try:
+                meta = self._producer.list_topics(topic, timeout=max(0.5, deadline - time.monotonic()))
+                known = meta.topics.get(topic)
+                if known is not None and partition in known.partitions:
+                    return True
+            except KafkaException:
+                pass
+            self._state.wait(0.2)
+        return False
 
     def _not_queued(self) -> None:
         """A record counted as handed over never entered the queue: it ends unacknowledged."""

@@ -4,6 +4,10 @@ KIP-3 asks for "the same partition number in source and target": when a source t
 assigned and its target topic is missing, it is created with the source's partition count
 (replication factor: the target broker's default).
 
+With MirrorMaker 2's options (the replication package) the names come from the replication
+policy (``remote``), the replication factor from ``--replication.factor``, and the new topic's
+configs from its source topic's (``--sync.topic.configs.enabled``).
+
 Each target topic's ``max.message.bytes`` is read too: the broker refuses a whole batch larger
 than it, and librdkafka, unlike Java's producer, never splits a refused batch. A topic whose
 limit is below the producer's batch size gets a WARN naming the setting to change, and the
@@ -14,7 +18,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from typing import Dict, Iterable, List
+from typing import Callable, Dict, Iterable, List, Optional
 
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic, ResourceType
@@ -30,11 +34,20 @@ CREATE_TIMEOUT_S = 30.0
 class TargetTopics:
     """Creates missing target topics with the source's partition count, once per topic."""
 
-    def __init__(self, source: AdminClient, target: AdminClient, batch_bytes: int = 0) -> None:
-        """``batch_bytes``: the most the producer puts in one batch (its batch.size)."""
+    def __init__(self, source: AdminClient, target: AdminClient, batch_bytes: int = 0,
+                 remote: Callable[[str], str] = str, replication_factor: Optional[int] = None,
+                 new_topic_configs: Optional[Callable[[str], Dict[str, str]]] = None) -> None:
+        """``batch_bytes``: the most the producer puts in one batch (its batch.size);
+        ``remote``: a topic's name on the target (the replication policy's);
+        ``new_topic_configs``: the configs a topic created for this source topic gets."""
         self._source = source
         self._target = target
         self._batch_bytes = batch_bytes
+        self.remote = remote
+        self._replication_factor = replication_factor
+        self._new_topic_configs = new_topic_configs
+        #: Source topic -> the target topics its records go to (what the syncs keep alike).
+        self.mapping: Dict[str, set] = {}
         self._known: set = set()
         self._pending: set = set()
         self._lock = threading.Lock()
@@ -49,6 +62,8 @@ class TargetTopics:
         target refuses to create is fatal, with a clear error.
         """
         with self._lock:
+            for src, dsts in mapping.items():
+                self.mapping.setdefault(src, set()).update(dsts)
             wanted = {(src, dst) for src, dsts in mapping.items() for dst in dsts
                       if dst not in self._known}
             if not wanted:
@@ -120,7 +135,10 @@ class TargetTopics:
         new_topics = {}
         for src, dst in sorted(missing):
             if src in counts and dst not in new_topics:
-                new_topics[dst] = NewTopic(dst, num_partitions=counts[src])
+                configs = self._new_topic_configs(src) if self._new_topic_configs else {}
+                new_topics[dst] = NewTopic(dst, num_partitions=counts[src],
+                                           replication_factor=self._replication_factor or -1,
+                                           config=configs)
         if not new_topics:
             return
         futures = self._target.create_topics(list(new_topics.values()),
@@ -129,8 +147,9 @@ class TargetTopics:
         for name, future in futures.items():
             try:
                 future.result()
-                log.info("Created target topic %s with %d partitions (as on the source)",
-                         name, new_topics[name].num_partitions)
+                log.info("Created target topic %s with %d partitions (as on the source)%s", name,
+                         new_topics[name].num_partitions,
+                         f", configs {new_topics[name].config}" if new_topics[name].config else "")
             except KafkaException as exc:
                 if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
                     raise ClientFailed(f"target topic {name} is missing and cannot be created: "

@@ -12,6 +12,7 @@ from typing import Dict, Optional, Pattern
 from ..errors import ConfigError
 from .client_conf import build_consumer_conf, build_producer_conf, parse_int
 from .properties import load_properties
+from .replication import ReplicationOptions
 from .topics import compile_include
 
 DEFAULT_BATCH_SIZE = 500  # Java's max.poll.records default
@@ -47,6 +48,8 @@ class MirrorMakerConfig:
     exactly_once: bool = False
     #: The target's consumer group holding the source offsets (default: the source group.id).
     exactly_once_group_option: Optional[str] = None
+    #: MirrorMaker 2's topic capabilities (the replication package).
+    replication: ReplicationOptions = ReplicationOptions()
 
     @property
     def group_id(self) -> str:

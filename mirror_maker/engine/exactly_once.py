@@ -290,6 +290,8 @@ class ExactlyOnceThread(MirrorThread):
                     self._log.info("Starting %s-%d at the source group's committed offset %d (the target has "
                                    "none yet: migrating from at-least-once)", tp.topic, tp.partition, tp.offset)
         reset = self._config.consumer.get("auto.offset.reset", "latest")
+        grown = self._grown_partitions([tp for tp in tps if tp not in positions],
+                                       lambda earlier: list(self._target_offsets.committed(earlier)))
         for tp in tps:
             if tp in positions:
                 if not quiet:
@@ -298,9 +300,11 @@ class ExactlyOnceThread(MirrorThread):
                 continue
             low, high = self._consumer.get_watermark_offsets(KafkaTopicPartition(tp.topic, tp.partition),
                                                              timeout=COMMITTED_TIMEOUT_S)
-            positions[tp] = low if reset in ("earliest", "smallest", "beginning") else high
-            self._log.info("Resetting offset for partition %s-%d to position %d (no committed offset; "
-                           "auto.offset.reset=%s)", tp.topic, tp.partition, positions[tp], reset)
+            added = tp in grown
+            positions[tp] = low if added or reset in ("earliest", "smallest", "beginning") else high
+            self._log.info("Resetting offset for partition %s-%d to position %d (%s)", tp.topic, tp.partition,
+                           positions[tp], "a partition added while mirroring: from its start" if added
+                           else f"no committed offset; auto.offset.reset={reset}")
         return positions
 
     def _fence_last_writers(self, committed) -> None:

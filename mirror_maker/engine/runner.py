@@ -23,6 +23,9 @@ from ..handlers import DefaultMessageHandler, RawBatchHandler
 from ..ops.metrics import MirrorMetrics
 from ..ops.notify import notify
 from ..plugins import load_handler, load_listener
+from ..replication.policies import topic_rules
+from ..replication.topic_configs import TopicConfigs
+from ..replication.topic_sync import TopicSync
 from ..clients.producer import MirrorProducer
 from .state import RunState
 from ..ops.status import StatusReporter, snapshot
@@ -72,6 +75,7 @@ class MirrorMaker:
         self._server = None  # the ops endpoint, with --metrics.port
         self._status: Optional[StatusReporter] = None
         self._previous_handlers = {}
+        self._topic_sync = None  # MirrorMaker 2's topic syncs, when one is on
 
     def start(self) -> None:
         config = self.config
@@ -82,15 +86,24 @@ class MirrorMaker:
         source_admin = admin_client({**config.consumer, "error_cb": source_errors},
                                     f"{config.group_id}-admin")
         target_admin = admin_client({**config.producer, "error_cb": target_errors}, "producer-1-admin")
-        target_topics = self._target_topics = TargetTopics(source_admin, target_admin,
-                                                           config.producer_batch_bytes)
+        rules = topic_rules(config.replication)
+        configs = TopicConfigs(source_admin, target_admin, config.replication.config_exclude_pattern)
+        target_topics = self._target_topics = TargetTopics(
+            source_admin, target_admin, config.producer_batch_bytes, remote=rules.remote,
+            replication_factor=config.replication.replication_factor,
+            new_topic_configs=configs.for_new_topic if config.replication.sync_topic_configs else None)
+        if rules.mm2_rules:
+            self.metrics.target_topic = rules.remote
         self.producer = MirrorProducer(config.producer, self.state, config.abort_on_send_failure,
                                        config.sync_send, config.max_block_ms, self.metrics,
                                        topic_limits=target_topics.max_message_bytes,
                                        errors=target_errors)
         self._subscription = TopicSubscription(
             source_admin, config.include, config.exclude_internal_topics,
-            config.topic_refresh_ms, config.consumer["bootstrap.servers"])
+            config.topic_refresh_ms, config.consumer["bootstrap.servers"], rules)
+        if config.replication.syncs and 0 in self._streams:  # one sync per run (Spark: task 0's)
+            self._topic_sync = TopicSync(config.replication, target_topics, configs, source_admin, target_admin,
+                                         self.state)
         thread_class = MirrorThread
         if config.use_raw_bytes:
             from ..shallow.worker import RawMirrorThread as thread_class  # kafka-python: only then
@@ -121,6 +134,8 @@ class MirrorMaker:
         self._subscription.refresh_if_due()
         for thread in self.threads:
             thread.start()
+        if self._topic_sync is not None:
+            self._topic_sync.start()
 
     def snapshot(self) -> dict:
         """The numbers the status line, the caught-up check and a Spark driver read."""

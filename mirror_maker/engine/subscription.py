@@ -16,7 +16,7 @@ from typing import Dict, List, Pattern, Tuple
 from confluent_kafka import KafkaException
 
 from ..clients.admin import list_topic_partitions
-from ..config.topics import select_topics
+from ..config.topics import INTERNAL_TOPICS, select_topics
 
 log = logging.getLogger("mirror_maker.subscription")
 
@@ -27,9 +27,12 @@ class TopicSubscription:
     """The current list of matching topics, with a version the threads compare against."""
 
     def __init__(self, admin, pattern: Pattern[str], exclude_internal: bool,
-                 refresh_ms: int, bootstrap: str) -> None:
+                 refresh_ms: int, bootstrap: str, rules=None) -> None:
+        """``rules``: MirrorMaker 2's topic rules (internal topics, cycles, heartbeats), when a
+        replication policy is given."""
         self._admin = admin
         self._pattern = pattern
+        self._rules = rules if rules is not None and rules.mm2_rules else None
         self._exclude_internal = exclude_internal
         self._refresh_s = refresh_ms / 1000.0
         self._bootstrap = bootstrap
@@ -68,7 +71,11 @@ class TopicSubscription:
             return
         self._failing_since = None
         self._next_refresh = now + self._refresh_s
-        topics = select_topics(self._pattern, names, self._exclude_internal)
+        if self._rules is None:
+            topics = select_topics(self._pattern, names, self._exclude_internal)
+        else:
+            topics = sorted(t for t in names if self._rules.selects(self._pattern, t)
+                            and not (self._exclude_internal and t in INTERNAL_TOPICS))
         partitions = {topic: names[topic] for topic in topics}
         with self._lock:
             if topics != self._topics:

@@ -203,12 +203,13 @@ class MirrorThread(threading.Thread):
         self._record(runs)
 
     def _copy(self, messages: List, runs: List) -> None:
-        """The default handlers: each record as it is, to the same topic (and, with
-        PartitionPreservingHandler, partition), produced inline."""
+        """The default handlers: each record as it is, to the same topic (as the replication
+        policy names it) and, with PartitionPreservingHandler, partition, produced inline."""
         producer, state = self._producer, self._state
         produce = producer.produce
         keep_partition = self._fast_keep_partition
-        run_topic = run_partition = first = last = None
+        remote = self._target_topics.remote
+        run_topic = run_partition = first = last = target = None
         count = nbytes = 0
         try:
             for msg in messages:
@@ -221,14 +222,15 @@ class MirrorThread(threading.Thread):
                     if count:
                         runs.append((run_topic, run_partition, first, last, count, nbytes))
                     run_topic, run_partition, first, count, nbytes = topic, partition, msg, 0, 0
+                    target = remote(topic)
                 value = msg.value()
                 timestamp = msg.timestamp()[1]  # -1 when the record has none: 0 lets the producer stamp it
                 target_partition = partition if keep_partition else _UNASSIGNED
                 try:
-                    produce(topic, value, msg.key(), target_partition, None, None,
+                    produce(target, value, msg.key(), target_partition, None, None,
                             timestamp if timestamp > 0 else 0, msg.headers())
                 except (BufferError, KafkaException) as exc:
-                    producer.refused(exc, topic, value, msg.key(), target_partition,
+                    producer.refused(exc, target, value, msg.key(), target_partition,
                                      timestamp if timestamp > 0 else 0, msg.headers(), topic, partition,
                                      msg.offset())
                 if state.failure is not None:
@@ -303,8 +305,9 @@ class MirrorThread(threading.Thread):
         try:
             outputs = self._handler.handle(record) or ()
             sent = 0
+            remote = self._target_topics.remote
             for out in outputs:
-                self._producer.send(out.topic, out.value, out.key, out.partition, out.timestamp,
+                self._producer.send(remote(out.topic), out.value, out.key, out.partition, out.timestamp,
                                     out.headers, topic, partition, offset)
                 sent += 1
             return sent
@@ -408,9 +411,13 @@ class MirrorThread(threading.Thread):
         self._metrics.forget_lag(tps)
 
     def _ensure_target_topics(self, tps: List[TopicPartition]) -> None:
+        self._target_topics.ensure({tp.topic: self._targets_of(tp.topic) for tp in tps})
+
+    def _targets_of(self, source_topic: str) -> List[str]:
+        """The target topics of a source topic: the handler's names, as the policy names them."""
         target_topics = getattr(self._handler, "target_topics", lambda topic: [topic])
-        mapping = {tp.topic: list(target_topics(tp.topic)) for tp in tps}
-        self._target_topics.ensure(mapping)
+        remote = self._target_topics.remote
+        return [remote(topic) for topic in target_topics(source_topic)]
 
     def _assign_from_positions(self, consumer, partitions) -> None:
         """Assign, resolving ``auto.offset.reset`` here for partitions without a committed offset.
@@ -426,13 +433,15 @@ class MirrorThread(threading.Thread):
             self._log.warning("Cannot read committed offsets (%s); librdkafka will resolve them",
                               exc.args[0].str())
             positions = partitions
+        grown = self._grown_partitions([TopicPartition(tp.topic, tp.partition) for tp in positions if tp.offset < 0],
+                                       lambda earlier: self._committed_on(consumer, earlier))
         for tp in positions:
             if tp.offset >= 0:
                 self._log.info("Setting offset for partition %s-%d to the committed offset %d",
                                tp.topic, tp.partition, tp.offset)
                 continue
-            if reset not in ("earliest", "latest", "smallest", "largest",
-                                               "beginning", "end"):
+            added = TopicPartition(tp.topic, tp.partition) in grown
+            if reset not in ("earliest", "latest", "smallest", "largest", "beginning", "end") and not added:
                 continue
             try:
                 low, high = consumer.get_watermark_offsets(tp, timeout=COMMITTED_TIMEOUT_S)
@@ -440,10 +449,10 @@ class MirrorThread(threading.Thread):
                 self._log.warning("Cannot resolve auto.offset.reset for %s-%d (%s); librdkafka "
                                   "will", tp.topic, tp.partition, exc.args[0].str())
                 continue
-            tp.offset = low if reset in ("earliest", "smallest", "beginning") else high
-            self._log.info("Resetting offset for partition %s-%d to position %d "
-                           "(no committed offset; auto.offset.reset=%s)",
-                           tp.topic, tp.partition, tp.offset, reset)
+            tp.offset = low if added or reset in ("earliest", "smallest", "beginning") else high
+            self._log.info("Resetting offset for partition %s-%d to position %d (%s)", tp.topic, tp.partition,
+                           tp.offset, "a partition added while mirroring: from its start" if added
+                           else f"no committed offset; auto.offset.reset={reset}")
         for tp in positions:
             if tp.offset >= 0:
                 self._start_offsets[TopicPartition(tp.topic, tp.partition)] = tp.offset
@@ -452,6 +461,28 @@ class MirrorThread(threading.Thread):
         else:
             consumer.assign(positions)
         return positions
+
+    def _grown_partitions(self, missing: List[TopicPartition], committed_of) -> set:
+        """With ``--refresh.topics.enabled``: of the partitions without a committed offset, those
+        added to a topic this group mirrored before (a lower partition has an offset). They are
+        mirrored from their start, as MirrorMaker 2 does, whatever auto.offset.reset says: the
+        records written to them before they were assigned would be skipped otherwise."""
+        if not self._config.replication.refresh_topics or not missing:
+            return set()
+        earlier = {TopicPartition(tp.topic, p) for tp in missing for p in range(tp.partition)} - set(missing)
+        if not earlier:
+            return set()
+        mirrored = {tp.topic for tp in committed_of(sorted(earlier))}
+        return {tp for tp in missing if tp.topic in mirrored}
+
+    def _committed_on(self, consumer, tps: List[TopicPartition]) -> List[TopicPartition]:
+        try:
+            answer = consumer.committed([KafkaTopicPartition(tp.topic, tp.partition) for tp in tps],
+                                              timeout=COMMITTED_TIMEOUT_S)
+        except KafkaException as exc:
+            self._log.warning("Cannot read committed offsets (%s)", exc.args[0].str())
+            return []
+        return [TopicPartition(tp.topic, tp.partition) for tp in answer if tp.offset >= 0]
 
     def _call_listener(self, method: str, tps: List[TopicPartition]) -> None:
         callback = getattr(self._listener, method, None)

@@ -4,7 +4,8 @@ Prometheus only when scraped (a custom collector), so mirroring pays no per-reco
 Names follow MirrorMaker: Kafka's only MirrorMaker v1 metric, ``MirrorMaker-numDroppedMessages``
 (``mirrormaker_dropped_messages_total`` here), and MirrorMaker 2's per-partition record-count,
 byte-count, record-age-ms and replication-latency-ms (min/max/avg over the last 30-60 s, as
-Kafka's two-sample windows), labelled with the *source* topic and partition, plus acknowledged
+Kafka's two-sample windows), labelled with the *source* topic and partition (and, with a
+replication policy, the ``target_topic``), plus acknowledged
 records, consumer lag, commits, rebalances and the producer's queue depth.
 
 The hot path calls nothing per record: counts, bytes and ages are recorded once per run of one
@@ -97,6 +98,9 @@ class MirrorMetrics:
         self.queue_depth: Callable[[], int] = lambda: 0
         self.acknowledged: Callable[[], int] = lambda: 0
         self.assigned_partitions: Callable[[], int] = lambda: 0
+        #: With a replication policy: a source topic's name on the target, MirrorMaker 2's topic
+        #: tag, exported as the ``target_topic`` label next to the source ``topic``.
+        self.target_topic: Optional[Callable[[str], str]] = None
         #: (min, max, avg) ms from ``produce`` to the target's acknowledgement, from librdkafka's
         #: last statistics window; None until the first one.
         self.ack_delay_ms: Optional[Tuple[float, float, float]] = None
@@ -185,7 +189,8 @@ class MirrorMetrics:
             dropped, commits, commit_sum = self.dropped, self.commits, self.commit_seconds_sum
             filtered, fallbacks = self.filtered_records, dict(self.fallbacks)
             buckets, rebalances = list(self.commit_buckets), dict(self.rebalances)
-        labels = ["topic", "partition"]
+        target_topic = self.target_topic
+        labels = ["topic", "partition"] + (["target_topic"] if target_topic else [])
         families = {
             "records": CounterMetricFamily("mirrormaker_record_count", "Records consumed from the source "
                                            "(MirrorMaker 2 record-count)", labels=labels),
@@ -203,7 +208,7 @@ class MirrorMetrics:
                     f"mirrormaker_{name}_{stat}", f"{help_text} ({stat}, last 30-60 s)", labels=labels)
         delay = self.ack_delay_ms
         for tp, stats in items:
-            values = [tp.topic, str(tp.partition)]
+            values = [tp.topic, str(tp.partition)] + ([target_topic(tp.topic)] if target_topic else [])
             families["records"].add_metric(values, stats.records)
             families["bytes"].add_metric(values, stats.bytes)
             if stats.lag is not None:

@@ -157,7 +157,7 @@ class RawMirrorThread(MirrorThread):
         if target is None:
             self._metrics.filtered(batch.record_count)
             return
-        self._raw.send(target, tp.partition, batch, tp)
+        self._raw.send(self._target_topics.remote(target), tp.partition, batch, tp)
 
     # -- the record path ---------------------------------------------------------------
 
@@ -215,10 +215,10 @@ class RawMirrorThread(MirrorThread):
 
     def _ensure_target_topics(self, tps: List[TopicPartition]) -> None:
         super()._ensure_target_topics(tps)
-        self._target_topics.require_partitions({tp.topic: list(self._handler.target_topics(tp.topic)) for tp in tps})
+        self._target_topics.require_partitions({tp.topic: self._targets_of(tp.topic) for tp in tps})
 
     def _target_topic(self, source_topic: str) -> str:
-        return next(iter(self._handler.target_topics(source_topic)), source_topic)
+        return next(iter(self._targets_of(source_topic)), self._target_topics.remote(source_topic))
 
     # -- assignment ----------------------------------------------------------------------
 

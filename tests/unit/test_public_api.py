@@ -47,7 +47,8 @@ ALLOWED = {
     "ops": {"errors", "records"},
     "clients": {"errors", "records", "ops", "engine.state"},
     "offsets": {"errors", "records", "clients", "engine.state", "ops"},
-    "engine": API_LEVEL | {"config", "clients", "offsets", "ops", "cli.exit_codes", "shallow"},
+    "engine": API_LEVEL | {"config", "clients", "offsets", "ops", "cli.exit_codes", "shallow", "replication"},
+    "replication": {"errors", "records", "plugins", "clients", "ops", "config"},
     "spark": API_LEVEL | {"config", "engine", "ops", "cli.exit_codes"},
     "shallow": API_LEVEL | {"engine", "clients", "ops"},
 }

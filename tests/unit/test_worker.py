@@ -141,8 +141,9 @@ class Listener:
 
 
 class TargetTopics:
-    def __init__(self):
+    def __init__(self, remote=str):
         self.ensured = []
+        self.remote = remote  # the replication policy's names
 
     def ensure(self, mapping):
         self.ensured.append(mapping)

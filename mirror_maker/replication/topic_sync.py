@@ -1,0 +1,110 @@
+"""The background loop that keeps the target's topics like the source's (MirrorMaker 2's
+``MirrorSourceConnector`` scheduled jobs), each on its own interval:
+
+* partitions (``--refresh.topics.enabled``): a target topic with fewer partitions than its source
+  topic grows to the same count (``createPartitions``; never shrinks); the mirror threads start
+  the new partitions at their beginning;
+* configs (``--sync.topic.configs.enabled``): ``topic_configs``;
+* ACLs (``--sync.topic.acls.enabled``): ``acls``.
+
+Each job covers the (source, target) topic pairs the mirror writes to (``TargetTopics.mapping``).
+A job that fails (a cluster away, a refused request) logs one WARN and runs again at its next
+interval: it never stops the mirror.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from typing import Dict, List, Tuple
+
+from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka.admin import NewPartitions
+
+from ..clients.admin import list_topic_partitions
+from .acls import TopicAcls
+
+log = logging.getLogger("mirror_maker.replication")
+
+TIMEOUT_S = 30.0
+#: The first run of each job comes this soon after start (the threads create target topics first).
+FIRST_RUN_S = 2.0
+IDLE_WAIT_S = 1.0
+
+
+class TopicSync(threading.Thread):
+    def __init__(self, options, target_topics, configs, source_admin, target_admin, state) -> None:
+        super().__init__(name="mirrormaker-topic-sync", daemon=True)
+        self._options = options
+        self._target_topics = target_topics
+        self._configs = configs
+        self._acls = TopicAcls(source_admin, target_admin)
+        self._source = source_admin
+        self._target = target_admin
+        self._state = state
+        start = time.monotonic() + FIRST_RUN_S
+        self._jobs = []  # [next run, interval, job]
+        if options.refresh_topics:
+            self._jobs.append([start, options.refresh_topics_interval_s, self.sync_partitions])
+        if options.sync_topic_configs:
+            self._jobs.append([start, options.sync_topic_configs_interval_s, self.sync_configs])
+        if options.sync_topic_acls:
+            self._jobs.append([start, options.sync_topic_acls_interval_s, self.sync_acls])
+
+    def run(self) -> None:
+        while not self._state.stopping:
+            now = time.monotonic()
+            for job in self._jobs:
+                if now >= job[0] and not self._state.stopping:
+                    job[0] = now + job[1]
+                    try:
+                        job[2]()
+                    except KafkaException as exc:
+                        log.warning("%s failed: %s; again in %d s", job[2].__doc__.split(":")[0],
+                                    exc.args[0].str(), job[1])
+                    except Exception as exc:  # a sync must never take the mirror down
+                        log.warning("%s failed: %s: %s; again in %d s", job[2].__doc__.split(":")[0],
+                                    type(exc).__name__, exc, job[1])
+            self._state.wait(IDLE_WAIT_S)
+
+    def pairs(self) -> List[Tuple[str, str]]:
+        mapping = self._target_topics.mapping
+        return sorted((src, dst) for src, dsts in list(mapping.items()) for dst in list(dsts))
+
+    def sync_partitions(self) -> int:
+        """Partition sync: target topics grown to their source topics' partition counts."""
+        pairs = self.pairs()
+        if not pairs:
+            return 0
+        source, target = list_topic_partitions(self._source), list_topic_partitions(self._target)
+        grow: Dict[str, Tuple[int, int]] = {}
+        for src, dst in pairs:
+            if src in source and dst in target and target[dst] < source[src]:
+                grow[dst] = (target[dst], max(source[src], grow.get(dst, (0, 0))[1]))
+        if not grow:
+            return 0
+        futures = self._target.create_partitions([NewPartitions(dst, count) for dst, (_, count) in grow.items()],
+                                                 request_timeout=TIMEOUT_S)
+        grown = 0
+        for dst, future in futures.items():
+            try:
+                future.result()
+            except KafkaException as exc:
+                if exc.args[0].code() != KafkaError.INVALID_PARTITIONS:  # grown meanwhile: as MirrorMaker 2
+                    log.warning("Cannot add partitions to target topic %s: %s", dst, exc.args[0].str())
+                continue
+            grown += 1
+            log.info("Target topic %s grew from %d to %d partitions (as its source topic)", dst, *grow[dst])
+        return grown
+
+    def sync_configs(self) -> int:
+        """Config sync: target topic configs brought in line with their source topics'."""
+        return self._configs.sync(self.pairs())
+
+    def sync_acls(self) -> int:
+        """ACL sync: the source's topic ACLs copied to the target topics."""
+        targets: Dict[str, set] = {}
+        for src, dst in self.pairs():
+            targets.setdefault(src, set()).add(dst)
+        return self._acls.sync(targets)
