@@ -245,6 +245,11 @@ class Bench:
             # not at the next 60 s commit interval: the run measures throughput, not the timer.
             rows.append(("mirror --exactly.once, --num.streams 1",
                          self._ours(1, extra=("--exactly.once", "--exit.when.caught.up"))))
+            # What offset syncs cost (consumer failover): the same mapping with and without them.
+            keep = ("--message.handler", "mirror_maker.handlers.PartitionPreservingHandler")
+            rows.append(("mirror, partition kept, --num.streams 1", self._ours(1, extra=keep)))
+            rows.append(("mirror, partition kept, offset syncs, --num.streams 1",
+                         self._ours(1, extra=keep + ("--emit.offset-syncs.enabled", "true"))))
         rows.append(("mirror, --num.streams 1, previous defaults",
                      self._ours(1, consumer=PREVIOUS_DEFAULTS["consumer"], producer=PREVIOUS_DEFAULTS["producer"])))
         if self.baseline is not None:

@@ -139,6 +139,7 @@ def command(**params) -> int:
     from ..replication.policies import topic_rules
 
     topic_rules(config.replication)  # and so does a bad replication policy
+    _check_offset_syncs(config, handler)
     if spark is not None:
         from ..spark.driver import run_on_spark
 
@@ -146,30 +147,62 @@ def command(**params) -> int:
     return run(config, handler, listener)
 
 
-def _replication_options(params: dict):
-    """MirrorMaker 2's topic options; an interval without its sync is a mistake worth a line."""
-    from ..config.replication import DEFAULT_CONFIG_EXCLUDE, build_replication_options
+#: MirrorMaker 2's options (python name -> ReplicationOptions field), and those that mean
+#: nothing without a switch (dependent -> switch).
+_REPLICATION_FIELDS = {
+    "replication_policy": "policy", "replication_policy_separator": "separator",
+    "source_cluster_alias": "source_alias", "target_cluster_alias": "target_alias",
+    "replication_factor": "replication_factor",
+    "refresh_topics": "refresh_topics", "refresh_topics_interval_s": "refresh_topics_interval_s",
+    "sync_topic_configs": "sync_topic_configs", "sync_topic_configs_interval_s": "sync_topic_configs_interval_s",
+    "config_properties_exclude": "config_exclude",
+    "sync_topic_acls": "sync_topic_acls", "sync_topic_acls_interval_s": "sync_topic_acls_interval_s",
+    "emit_offset_syncs": "emit_offset_syncs", "offset_syncs_location": "offset_syncs_location",
+    "offset_lag_max": "offset_lag_max",
+    "emit_checkpoints": "emit_checkpoints", "emit_checkpoints_interval_s": "emit_checkpoints_interval_s",
+    "groups": "groups", "groups_exclude": "groups_exclude",
+    "sync_group_offsets": "sync_group_offsets", "sync_group_offsets_interval_s": "sync_group_offsets_interval_s",
+    "emit_heartbeats": "emit_heartbeats", "emit_heartbeats_interval_s": "emit_heartbeats_interval_s",
+}
+_NEEDS = {
+    "refresh_topics_interval_s": "refresh_topics", "sync_topic_configs_interval_s": "sync_topic_configs",
+    "config_properties_exclude": "sync_topic_configs", "sync_topic_acls_interval_s": "sync_topic_acls",
+    "offset_syncs_location": "emit_offset_syncs", "offset_lag_max": "emit_offset_syncs",
+    "emit_checkpoints_interval_s": "emit_checkpoints", "groups": "emit_checkpoints",
+    "groups_exclude": "emit_checkpoints", "sync_group_offsets_interval_s": "sync_group_offsets",
+    "emit_heartbeats_interval_s": "emit_heartbeats",
+}
 
-    intervals = {}
-    for enabled, interval in (("refresh_topics", "refresh_topics_interval_s"),
-                              ("sync_topic_configs", "sync_topic_configs_interval_s"),
-                              ("sync_topic_acls", "sync_topic_acls_interval_s")):
-        intervals[interval] = params.pop(interval)
-        if intervals[interval] is not None and not params[enabled]:
-            name = enabled.replace("_", ".")
-            raise ConfigError(f"--{interval[:-2].replace('_', '.')}.seconds is only used with "
-                              f"--{name}.enabled true")
-        if intervals[interval] is None:
-            intervals[interval] = 600
-    exclude = params.pop("config_properties_exclude")
-    if exclude is not None and not params["sync_topic_configs"]:
-        raise ConfigError("--config.properties.exclude is only used with --sync.topic.configs.enabled true")
-    return build_replication_options(
-        params.pop("replication_policy"), params.pop("replication_policy_separator"),
-        params.pop("source_cluster_alias"), params.pop("target_cluster_alias"), params.pop("sync_topic_configs"),
-        intervals["sync_topic_configs_interval_s"], DEFAULT_CONFIG_EXCLUDE if exclude is None else exclude,
-        params.pop("refresh_topics"), intervals["refresh_topics_interval_s"], params.pop("sync_topic_acls"),
-        intervals["sync_topic_acls_interval_s"], params.pop("replication_factor"))
+
+def _check_offset_syncs(config, handler) -> None:
+    """Offset syncs map a source partition's offsets to the same partition's on the target."""
+    if not config.replication.emit_offset_syncs:
+        return
+    if config.use_raw_bytes:
+        raise ConfigError("--emit.offset-syncs.enabled with --use.raw.bytes is not supported yet: the raw "
+                          "path does not report its runs of records to the offset syncs")
+    if config.exactly_once:
+        raise ConfigError("--emit.offset-syncs.enabled with --exactly.once is not supported: transaction "
+                          "markers take target offsets, so target offsets cannot be counted")
+    if not getattr(handler, "keep_partition", False):
+        raise ConfigError("--emit.offset-syncs.enabled needs the source partition kept (MirrorMaker 2's "
+                          "mapping): --message.handler mirror_maker.handlers.PartitionPreservingHandler")
+
+
+def _option_name(python_name: str) -> str:
+    decls = next(d for d, name, *_ in options.MM2_OPTIONS if name == python_name)
+    return decls[0]
+
+
+def _replication_options(params: dict):
+    """MirrorMaker 2's options; one that means nothing without its switch is a mistake worth a line."""
+    from ..config.replication import build_replication_options
+
+    given = {name: params.pop(name) for name in _REPLICATION_FIELDS}
+    for dependent, switch in _NEEDS.items():
+        if given[dependent] is not None and not given[switch]:
+            raise ConfigError(f"{_option_name(dependent)} is only used with {_option_name(switch)} true")
+    return build_replication_options(**{_REPLICATION_FIELDS[name]: value for name, value in given.items()})
 
 
 def _spark_options(params: dict):
@@ -196,6 +229,11 @@ def main(argv: Optional[List[str]] = None) -> None:
 
 def invoke(argv: List[str]) -> int:
     try:
+        if argv and argv[0] == "translate-offsets":
+            configure_logging(resolve_level(None))
+            from ..replication.translate import main as translate_main
+
+            return translate_main(argv[1:])
         if not argv:
             raise UsageProblem(None)
         _check_repeats(argv)

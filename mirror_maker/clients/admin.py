@@ -26,6 +26,12 @@ _CLIENT_KEYS_SKIPPED = {
 }
 
 
+def connection_settings(conf: Dict[str, str]) -> Dict[str, str]:
+    """A consumer's or producer's settings without what only a consumer or a producer takes: how to
+    reach and log in to its cluster, for another client of that cluster."""
+    return {k: v for k, v in conf.items() if k not in _CLIENT_KEYS_SKIPPED and k not in ("logger", "error_cb")}
+
+
 def admin_client(conf: Dict[str, str], client_id: str) -> AdminClient:
     """An AdminClient that shares a consumer's or producer's connection and security settings."""
     admin_conf = {k: v for k, v in conf.items() if k not in _CLIENT_KEYS_SKIPPED}

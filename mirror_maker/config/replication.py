@@ -15,6 +15,8 @@ DEFAULT_CONFIG_EXCLUDE = ("follower\\.replication\\.throttled\\.replicas, "
                           "leader\\.replication\\.throttled\\.replicas, "
                           "message\\.timestamp\\.difference\\.max\\.ms, message\\.timestamp\\.type, "
                           "unclean\\.leader\\.election\\.enable, min\\.insync\\.replicas")
+#: MirrorMaker 2's ``groups.exclude`` default (DefaultGroupFilter).
+DEFAULT_GROUPS_EXCLUDE = "console-consumer-.*, connect-.*, __.*"
 
 
 @dataclass(frozen=True)
@@ -33,6 +35,18 @@ class ReplicationOptions:
     sync_topic_acls_interval_s: int = 600
     #: For the target topics the mirror creates (None: the target broker's default).
     replication_factor: Optional[int] = None
+    # Consumer failover (MirrorMaker 2's offset syncs, checkpoints, group offset sync, heartbeats).
+    emit_offset_syncs: bool = False
+    offset_syncs_location: str = "source"
+    offset_lag_max: int = 100
+    emit_checkpoints: bool = False
+    emit_checkpoints_interval_s: int = 60
+    groups: str = ".*"
+    groups_exclude: str = DEFAULT_GROUPS_EXCLUDE
+    sync_group_offsets: bool = False
+    sync_group_offsets_interval_s: int = 60
+    emit_heartbeats: bool = False
+    emit_heartbeats_interval_s: int = 1
 
     @property
     def config_exclude_pattern(self) -> Pattern[str]:
@@ -40,7 +54,17 @@ class ReplicationOptions:
 
     @property
     def syncs(self) -> bool:
-        return self.sync_topic_configs or self.refresh_topics or self.sync_topic_acls
+        """Whether a background job runs (topic syncs, checkpoints, heartbeats)."""
+        return (self.sync_topic_configs or self.refresh_topics or self.sync_topic_acls or self.emit_checkpoints
+                or self.emit_heartbeats)
+
+    @property
+    def groups_pattern(self) -> Pattern[str]:
+        return compile_list(self.groups, "--groups")
+
+    @property
+    def groups_exclude_pattern(self) -> Pattern[str]:
+        return compile_list(self.groups_exclude, "--groups.exclude")
 
 
 def follow_partitions(consumer: dict, options: ReplicationOptions) -> dict:
@@ -66,27 +90,35 @@ def compile_list(value: str, option: str) -> Pattern[str]:
         raise ConfigError(f"{option}: {value} is an invalid regex list: {exc}") from None
 
 
-def build_replication_options(policy, separator, source_alias, target_alias, sync_topic_configs,
-                              sync_topic_configs_interval_s, config_exclude, refresh_topics,
-                              refresh_topics_interval_s, sync_topic_acls, sync_topic_acls_interval_s,
-                              replication_factor) -> ReplicationOptions:
-    for option, value in (("--sync.topic.configs.interval.seconds", sync_topic_configs_interval_s),
-                          ("--refresh.topics.interval.seconds", refresh_topics_interval_s),
-                          ("--sync.topic.acls.interval.seconds", sync_topic_acls_interval_s)):
+def build_replication_options(**given) -> ReplicationOptions:
+    """The options as given (None: not given), checked: one line naming what is wrong."""
+    options = ReplicationOptions(**{k: v for k, v in given.items() if v is not None})
+    for option, value in (("--sync.topic.configs.interval.seconds", options.sync_topic_configs_interval_s),
+                          ("--refresh.topics.interval.seconds", options.refresh_topics_interval_s),
+                          ("--sync.topic.acls.interval.seconds", options.sync_topic_acls_interval_s),
+                          ("--emit.checkpoints.interval.seconds", options.emit_checkpoints_interval_s),
+                          ("--sync.group.offsets.interval.seconds", options.sync_group_offsets_interval_s),
+                          ("--emit.heartbeats.interval.seconds", options.emit_heartbeats_interval_s),
+                          ("--offset.lag.max", options.offset_lag_max)):
         if value < 1:
-            raise ConfigError(f"{option}: {value} is not a positive number of seconds")
-    if replication_factor is not None and replication_factor < 1 and replication_factor != -1:
-        raise ConfigError(f"--replication.factor: {replication_factor} is not a positive number")
-    if not separator:
+            raise ConfigError(f"{option}: {value} is not a positive number")
+    if options.replication_factor is not None and options.replication_factor < 1:
+        raise ConfigError(f"--replication.factor: {options.replication_factor} is not a positive number")
+    if not options.separator:
         raise ConfigError("--replication.policy.separator must not be empty")
-    for option, alias in (("--source.cluster.alias", source_alias), ("--target.cluster.alias", target_alias)):
+    for option, alias in (("--source.cluster.alias", options.source_alias),
+                          ("--target.cluster.alias", options.target_alias)):
         if not alias or alias.strip() != alias:
             raise ConfigError(f"{option}: '{alias}' is not a cluster alias")
-    if source_alias == target_alias:
-        raise ConfigError(f"--source.cluster.alias and --target.cluster.alias are both '{source_alias}'")
-    options = ReplicationOptions(policy, separator, source_alias, target_alias, sync_topic_configs,
-                                 sync_topic_configs_interval_s, config_exclude, refresh_topics,
-                                 refresh_topics_interval_s, sync_topic_acls, sync_topic_acls_interval_s,
-                                 replication_factor)
-    options.config_exclude_pattern  # a bad list fails here
+    if options.source_alias == options.target_alias:
+        raise ConfigError(f"--source.cluster.alias and --target.cluster.alias are both '{options.source_alias}'")
+    if options.offset_syncs_location not in ("source", "target"):
+        raise ConfigError(f"--offset-syncs.topic.location: '{options.offset_syncs_location}' is not source or target")
+    if options.emit_checkpoints and not options.emit_offset_syncs:
+        raise ConfigError("--emit.checkpoints.enabled true needs --emit.offset-syncs.enabled true (checkpoints "
+                          "translate offsets with the offset syncs)")
+    if options.sync_group_offsets and not options.emit_checkpoints:
+        raise ConfigError("--sync.group.offsets.enabled true needs --emit.checkpoints.enabled true")
+    for pattern in ("config_exclude_pattern", "groups_pattern", "groups_exclude_pattern"):
+        getattr(options, pattern)  # a bad list fails here
     return options

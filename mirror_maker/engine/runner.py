@@ -76,6 +76,8 @@ class MirrorMaker:
         self._status: Optional[StatusReporter] = None
         self._previous_handlers = {}
         self._topic_sync = None  # MirrorMaker 2's topic syncs, when one is on
+        self._syncs_topic = None  # --emit.offset-syncs.enabled
+        self._failover = None  # checkpoints, group offset sync, heartbeats
 
     def start(self) -> None:
         config = self.config
@@ -114,6 +116,7 @@ class MirrorMaker:
                          self._subscription, target_topics, self.metrics, source_errors)
             for i in self._streams
         ]
+        self._start_failover(rules, source_admin, target_admin)
         if config.exactly_once:
             from .exactly_once import StreamsReady
 
@@ -136,6 +139,34 @@ class MirrorMaker:
             thread.start()
         if self._topic_sync is not None:
             self._topic_sync.start()
+
+    def _start_failover(self, rules, source_admin, target_admin) -> None:
+        """MirrorMaker 2's consumer failover: offset syncs written by every thread; checkpoints,
+        group offset sync and heartbeats as jobs of the background thread."""
+        options, config = self.config.replication, self.config
+        if not options.emit_offset_syncs and not options.emit_heartbeats:
+            return
+        from ..clients.admin import connection_settings
+        from ..replication.checkpoints import ConsumerFailover, OffsetSyncStore
+        from ..replication.offset_syncs import OffsetSyncsTopic, OffsetSyncWriter
+
+        store = None
+        if options.emit_offset_syncs:
+            on_source = options.offset_syncs_location == "source"
+            cluster = connection_settings(config.consumer if on_source else config.producer)
+            name = rules.policy.offset_syncs_topic(options.target_alias if on_source else options.source_alias)
+            self._syncs_topic = OffsetSyncsTopic(name, cluster, source_admin if on_source else target_admin,
+                                                 options.replication_factor)
+            for thread in self.threads:
+                thread.offset_syncs = OffsetSyncWriter(self._syncs_topic, target_admin, rules.remote,
+                                                       options.offset_lag_max)
+            if options.emit_checkpoints and self._topic_sync is not None:
+                store = OffsetSyncStore(cluster, name)
+        if self._topic_sync is not None:
+            self._failover = ConsumerFailover(options, rules, store, source_admin, target_admin,
+                                              connection_settings(config.producer))
+            for interval, job in self._failover.jobs():
+                self._topic_sync.add(interval, job)
 
     def snapshot(self) -> dict:
         """The numbers the status line, the caught-up check and a Spark driver read."""
@@ -199,6 +230,9 @@ class MirrorMaker:
             if thread.is_alive():
                 log.warning("%s did not stop in time", thread.name)
         undelivered = 0
+        for closing in (self._syncs_topic, self._failover):
+            if closing is not None:
+                closing.close()
         if self.producer is not None:
             self.producer.close(deadline)
             undelivered = self.undelivered = len(self.producer)

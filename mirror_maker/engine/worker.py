@@ -17,6 +17,7 @@ from confluent_kafka import TopicPartition as KafkaTopicPartition
 
 from ..offsets.checkpoint import Checkpoint
 from ..offsets.committer import OffsetCommitter
+from ..replication.offset_syncs import SyncingCommitter
 from ..config.mirror_config import MirrorMakerConfig
 from ..errors import ClientFailed, HandlerFailed, ListenerFailed, MirrorFailure
 from ..handlers import DefaultMessageHandler, PartitionPreservingHandler
@@ -81,6 +82,8 @@ class MirrorThread(threading.Thread):
         self._incremental = config.incremental_rebalance
         fast = type(handler) in (DefaultMessageHandler, PartitionPreservingHandler)
         self._fast_keep_partition = handler.keep_partition if fast else None
+        #: --emit.offset-syncs.enabled: this thread's OffsetSyncWriter (set by the runner).
+        self.offset_syncs = None
 
     # -- lifecycle ---------------------------------------------------------------------
 
@@ -95,7 +98,10 @@ class MirrorThread(threading.Thread):
             if self._errors is not None:
                 conf["error_cb"] = self._errors
             self._consumer = confluent_kafka.Consumer(conf)
-            self._checkpoint = Checkpoint(self._flushable(), self._committer(),
+            committer = self._committer()
+            if self.offset_syncs is not None:
+                committer = SyncingCommitter(committer, self.offset_syncs)
+            self._checkpoint = Checkpoint(self._flushable(), committer,
                                           self._state, self._config.offset_commit_interval_ms,
                                           metrics=self._metrics, owned=self.assigned.__contains__)
             self._loop()
@@ -284,10 +290,13 @@ class MirrorThread(threading.Thread):
         pending, assigned = self._checkpoint.pending, self.assigned
         now_ms = time.time() * 1000.0
         produced = 0
+        syncs = self.offset_syncs
         for topic, partition, first, last, count, nbytes in runs:
             tp = TopicPartition(topic, partition)
             if tp in assigned:
                 pending[tp] = last.offset() + 1
+                if syncs is not None:
+                    syncs.record(tp, first.offset(), last.offset(), count)
             ages = [now_ms - m.timestamp()[1] for m in (first, last) if m.timestamp()[1] > 0]
             if ages:
                 self._metrics.consumed(tp, count, nbytes, min(ages), max(ages), sum(ages) / len(ages) * count, count)
@@ -369,6 +378,8 @@ class MirrorThread(threading.Thread):
         self._log.info("Assigned %s", _describe(tps))
         if tps:
             self._ensure_target_topics(tps)
+            if self.offset_syncs is not None:  # where their next records will land, before any goes out
+                self.offset_syncs.assigned(tps)
             self._assigned_from(self._assign_from_positions(consumer, partitions))
         self._call_listener("on_partitions_assigned", tps)
 
@@ -403,6 +414,8 @@ class MirrorThread(threading.Thread):
         self._call_listener("on_partitions_lost", tps)
 
     def _forget(self, tps: List[TopicPartition]) -> None:
+        if self.offset_syncs is not None:
+            self.offset_syncs.forget(tps)
         self._checkpoint.discard(tps)
         self.assigned.difference_update(tps)
         self.at_end.difference_update(tps)

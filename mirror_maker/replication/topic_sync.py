@@ -30,7 +30,7 @@ log = logging.getLogger("mirror_maker.replication")
 TIMEOUT_S = 30.0
 #: The first run of each job comes this soon after start (the threads create target topics first).
 FIRST_RUN_S = 2.0
-IDLE_WAIT_S = 1.0
+IDLE_WAIT_S = 0.5
 
 
 class TopicSync(threading.Thread):
@@ -51,6 +51,10 @@ class TopicSync(threading.Thread):
             self._jobs.append([start, options.sync_topic_configs_interval_s, self.sync_configs])
         if options.sync_topic_acls:
             self._jobs.append([start, options.sync_topic_acls_interval_s, self.sync_acls])
+
+    def add(self, interval_s: float, job) -> None:
+        """Another job on its own interval (consumer failover's)."""
+        self._jobs.append([time.monotonic() + FIRST_RUN_S, interval_s, job])
 
     def run(self) -> None:
         while not self._state.stopping:

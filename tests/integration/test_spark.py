@@ -199,6 +199,9 @@ def test_a_worker_stopped_by_its_executor_commits_and_the_job_restarts(tmp_path,
     try:
         target.read_values(topic, [b"v-300"], timeout_s=START_S)
         worker, pid, job = started_workers(mirror.log())[0]
+        # Its mirror is running (its signal handlers are in place): a worker killed while it was
+        # still starting is a crash, which is another test's case.
+        mirror.wait_for_log(f"worker {worker}: [mirrormaker-thread-{worker}] Subscribed to", START_S)
         os.kill(pid, signal.SIGTERM)  # what an executor shutting down sends its Python workers
         mirror.wait_for_log(f"The Spark job ended (worker {worker} stopped without being asked to)", 30)
         stopped_at = len(producer.acked)

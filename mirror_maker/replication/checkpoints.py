@@ -1,0 +1,229 @@
+"""Consumer failover (MirrorMaker 2's ``MirrorCheckpointTask`` and ``MirrorHeartbeatTask``), run
+as jobs of the process's background thread (``topic_sync``):
+
+* checkpoints: the committed offsets of the source's consumer groups (``--groups`` minus
+  ``--groups.exclude``) translated with the offset syncs, written to
+  ``<source alias>.checkpoints.internal`` on the target in MirrorMaker 2's format (keyed by group,
+  remote topic and partition);
+* group offset sync: the translated offsets committed to the same groups on the target, only
+  while a group has no active member there, and never backwards;
+* heartbeats: (source alias, target alias, time) to the target's ``heartbeats`` topic.
+
+The translation is MirrorMaker 2's (``OffsetSyncStore.translateDownstream``): a group offset equal
+to a sync's source offset maps to its target offset; one past it maps to the target offset + 1
+(never ahead of what is mirrored); one older than every known sync is not translated.
+"""
+
+from __future__ import annotations
+
+import bisect
+import logging
+import time
+from typing import Dict, List, Optional, Tuple
+
+import confluent_kafka
+from confluent_kafka import ConsumerGroupState, ConsumerGroupTopicPartitions, KafkaException
+from confluent_kafka import TopicPartition as KafkaTopicPartition
+
+from ..ops.log import librdkafka_logger
+from ..records import TopicPartition
+from .formats import Checkpoint, Heartbeat, decode_offset_sync, encode_checkpoint, encode_heartbeat
+from .offset_syncs import ensure_topic
+
+log = logging.getLogger("mirror_maker.replication")
+
+TIMEOUT_S = 30.0
+#: Syncs kept per source partition (MirrorMaker 2 keeps 64, spread over the partition's history).
+SYNCS_KEPT = 1000
+
+
+class OffsetSyncStore:
+    """The offset syncs read from their topic, per source partition, in source-offset order."""
+
+    def __init__(self, consumer_conf: Dict[str, str], topic: str) -> None:
+        conf = dict(consumer_conf)  # the connection settings of the topic's cluster
+        conf.update({"group.id": "mirror-offset-syncs-reader", "enable.auto.commit": False,
+                     "enable.partition.eof": True, "client.id": "mirror-offset-syncs-reader",
+                     "logger": librdkafka_logger("mirror-offset-syncs-reader")})
+        self._consumer = confluent_kafka.Consumer(conf)
+        self._consumer.assign([KafkaTopicPartition(topic, 0, confluent_kafka.OFFSET_BEGINNING)])
+        self._syncs: Dict[TopicPartition, List[Tuple[int, int]]] = {}
+
+    def add(self, tp: TopicPartition, upstream: int, downstream: int) -> None:
+        syncs = self._syncs.setdefault(tp, [])
+        if syncs and upstream <= syncs[-1][0]:  # mirrored again from earlier (a restart): start over there
+            del syncs[bisect.bisect_left(syncs, (upstream, -1)):]
+        syncs.append((upstream, downstream))
+        if len(syncs) > SYNCS_KEPT:
+            del syncs[1:len(syncs) - SYNCS_KEPT + 1:2]  # thin the older half: old offsets stay translatable
+
+    def update(self, timeout_s: float = 10.0) -> None:
+        """Read what was written since the last update (to the topic's end, bounded)."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            messages = self._consumer.consume(10000, 0.5)
+            if not messages:
+                return
+            done = False
+            for msg in messages:
+                if msg.error() is not None:
+                    done = True  # at the end, or the topic is not there yet: the next update reads on
+                    continue
+                sync = decode_offset_sync(msg.key(), msg.value())
+                self.add(TopicPartition(sync.topic, sync.partition), sync.upstream_offset, sync.downstream_offset)
+            if done:
+                return
+
+    def partitions(self) -> List[TopicPartition]:
+        return list(self._syncs)
+
+    def translate(self, tp: TopicPartition, offset: int) -> Optional[int]:
+        syncs = self._syncs.get(tp)
+        if not syncs:
+            return None
+        at = bisect.bisect_right(syncs, (offset, float("inf"))) - 1
+        if at < 0:
+            return None  # older than every known sync
+        upstream, downstream = syncs[at]
+        return downstream if upstream == offset else downstream + 1
+
+    def close(self) -> None:
+        self._consumer.close()
+
+
+class ConsumerFailover:
+    """The checkpoint, group offset sync and heartbeat jobs."""
+
+    def __init__(self, options, rules, store: Optional[OffsetSyncStore], source_admin, target_admin,
+                 producer_conf: Dict[str, str]) -> None:
+        self._options = options
+        self._rules = rules
+        self._store = store
+        self._source = source_admin
+        self._target = target_admin
+        conf = dict(producer_conf)  # the target's connection settings
+        conf.update({"client.id": "mirror-checkpoints", "logger": librdkafka_logger("mirror-checkpoints")})
+        self._producer = confluent_kafka.Producer(conf)
+        self.checkpoints_topic = rules.policy.checkpoints_topic(rules.source_alias)
+        self.heartbeats_topic = rules.policy.heartbeats_topic()
+        self._created = set()
+        #: (group, remote topic, partition) -> the newest checkpoint written.
+        self.latest: Dict[Tuple[str, str, int], Checkpoint] = {}
+
+    def jobs(self):
+        """(interval s, job) for the background thread."""
+        options, jobs = self._options, []
+        if options.emit_checkpoints:
+            jobs.append((options.emit_checkpoints_interval_s, self.emit_checkpoints))
+        if options.sync_group_offsets:
+            jobs.append((options.sync_group_offsets_interval_s, self.sync_group_offsets))
+        if options.emit_heartbeats:
+            jobs.append((options.emit_heartbeats_interval_s, self.emit_heartbeat))
+        return jobs
+
+    def _ensure(self, topic: str) -> None:
+        if topic not in self._created:
+            ensure_topic(self._target, topic, self._options.replication_factor)
+            self._created.add(topic)
+
+    def _groups(self) -> List[str]:
+        include, exclude = self._options.groups_pattern, self._options.groups_exclude_pattern
+        listed = self._source.list_consumer_groups(request_timeout=TIMEOUT_S).result()
+        return sorted(g.group_id for g in listed.valid
+                      if include.fullmatch(g.group_id) and not exclude.fullmatch(g.group_id))
+
+    def emit_checkpoints(self) -> int:
+        """Checkpoints: source groups' offsets translated to the target's, written when they moved."""
+        self._store.update()
+        mirrored = set(self._store.partitions())
+        if not mirrored:
+            return 0
+        groups = self._groups()
+        if not groups:
+            return 0
+        futures = {g: self._source.list_consumer_group_offsets([ConsumerGroupTopicPartitions(g)],  # one a call
+                                                              request_timeout=TIMEOUT_S)[g] for g in groups}
+        written = 0
+        for group, future in futures.items():
+            try:
+                committed = future.result().topic_partitions or []
+            except KafkaException as exc:
+                log.debug("cannot read the offsets of group %s: %s", group, exc)
+                continue
+            for tp in committed:
+                key_tp = TopicPartition(tp.topic, tp.partition)
+                if tp.offset < 0 or key_tp not in mirrored:
+                    continue
+                downstream = self._store.translate(key_tp, tp.offset)
+                if downstream is None:
+                    continue
+                checkpoint = Checkpoint(group, self._rules.remote(tp.topic), tp.partition, tp.offset, downstream,
+                                        tp.metadata or "")
+                key = (group, checkpoint.topic, checkpoint.partition)
+                if self.latest.get(key) == checkpoint:
+                    continue
+                self._ensure(self.checkpoints_topic)
+                record_key, value = encode_checkpoint(checkpoint)
+                self._producer.produce(self.checkpoints_topic, value, record_key, 0)
+                self.latest[key] = checkpoint
+                written += 1
+        if written:
+            self._producer.flush(TIMEOUT_S)
+            log.info("Wrote %d checkpoints to %s", written, self.checkpoints_topic)
+        return written
+
+    def sync_group_offsets(self) -> int:
+        """Group offset sync: translated offsets committed to groups with no active member on the target."""
+        by_group: Dict[str, List[Checkpoint]] = {}
+        for checkpoint in list(self.latest.values()):
+            by_group.setdefault(checkpoint.group, []).append(checkpoint)
+        moved = 0
+        for group, checkpoints in sorted(by_group.items()):
+            if self._active_on_target(group):
+                log.debug("group %s has active members on the target: its offsets are left alone", group)
+                continue
+            current = self._target_offsets(group)
+            ahead = [KafkaTopicPartition(c.topic, c.partition, c.downstream_offset) for c in checkpoints
+                     if c.downstream_offset > current.get((c.topic, c.partition), -1)]
+            if not ahead:
+                continue
+            try:
+                self._target.alter_consumer_group_offsets([ConsumerGroupTopicPartitions(group, ahead)],
+                                                          request_timeout=TIMEOUT_S)[group].result()
+            except KafkaException as exc:
+                log.warning("Cannot sync the offsets of group %s on the target: %s", group, exc.args[0].str())
+                continue
+            moved += 1
+            log.info("Synced the offsets of group %s on the target: %s", group,
+                     ", ".join(f"{tp.topic}-{tp.partition}={tp.offset}" for tp in ahead))
+        return moved
+
+    def _active_on_target(self, group: str) -> bool:
+        try:
+            described = self._target.describe_consumer_groups([group], request_timeout=TIMEOUT_S)[group].result()
+        except KafkaException:
+            return False  # not there yet
+        return described.state not in (ConsumerGroupState.EMPTY, ConsumerGroupState.DEAD,
+                                       ConsumerGroupState.UNKNOWN) or bool(described.members)
+
+    def _target_offsets(self, group: str) -> Dict[Tuple[str, int], int]:
+        try:
+            answer = self._target.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)],
+                                                              request_timeout=TIMEOUT_S)[group].result()
+        except KafkaException:
+            return {}
+        return {(tp.topic, tp.partition): tp.offset for tp in answer.topic_partitions or [] if tp.offset >= 0}
+
+    def emit_heartbeat(self) -> int:
+        """Heartbeat: (source alias, target alias, now) to the target's heartbeats topic."""
+        self._ensure(self.heartbeats_topic)
+        key, value = encode_heartbeat(Heartbeat(self._rules.source_alias, self._rules.target_alias,
+                                                int(time.time() * 1000)))
+        self._producer.produce(self.heartbeats_topic, value, key, 0)
+        self._producer.poll(0)
+        return 1
+
+    def close(self) -> None:
+        self._producer.flush(5)
+        if self._store is not None:
+            self._store.close()

@@ -1,0 +1,247 @@
+"""Offset syncs (MirrorMaker 2's ``OffsetSyncWriter``): pairs (source offset -> target offset) of
+mirrored records, per source partition, in MirrorMaker 2's offset-syncs topic, from which
+checkpoints translate consumer groups' offsets.
+
+Where the target offsets come from, at no cost to the hot path: the mirror keeps the source
+partition (MirrorMaker 2's mapping, required for offset syncs) and is the only writer of its target
+partition, so its records land there contiguously. The thread already notes each run of records
+(first and last source offset, count) once per batch; after a flush, when every record before it
+is acknowledged, one ListOffsets on the target gives the partition's end, and the target offset of
+every run's first and last record follows by counting back. Inside a run without gaps (no
+compaction, transaction markers or filtered records) every record's target offset is known, so a
+sync can be placed exactly where MirrorMaker 2 would place one: at the first record of the run
+after a gap, whenever the target offset moved ``offset.lag.max`` past the last sync, and for the
+newest record at each commit. If the end does not match the count (another writer, or records
+dropped with ``--abort.on.send.failure false``), no sync is written for that stretch: a wrong sync
+would translate a group past records it has not read.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from typing import Dict, Iterable, List, Optional, Tuple
+
+import confluent_kafka
+from confluent_kafka import KafkaException
+from confluent_kafka import TopicPartition as KafkaTopicPartition
+from confluent_kafka.admin import NewTopic, OffsetSpec
+
+from ..ops.log import librdkafka_logger
+from ..records import TopicPartition
+from .formats import OffsetSync, encode_offset_sync
+
+log = logging.getLogger("mirror_maker.replication")
+
+TIMEOUT_S = 30.0
+#: How long an assignment waits for the target's end offsets (a topic just created).
+ASSIGN_WAIT_S = 10.0
+
+
+class PartitionSyncs:
+    """One source partition's runs since the last flush, and where its syncs stand."""
+
+    def __init__(self, base: Optional[int]) -> None:
+        #: The target offset the partition's next mirrored record gets (None: not known).
+        self.base = base
+        self.runs: List[Tuple[int, int, int]] = []  # (first source offset, last, records)
+        self.previous_upstream: Optional[int] = None
+        self.last_synced_downstream: Optional[int] = None
+
+    def add(self, first: int, last: int, count: int) -> None:
+        self.runs.append((first, last, count))
+
+    def reanchor(self) -> None:
+        """The end could not be read: this stretch gets no syncs; the next flush starts afresh."""
+        self.runs, self.base, self.previous_upstream = [], None, None
+
+    def plan(self, end: int, lag_max: int) -> Optional[List[Tuple[int, int]]]:
+        """The syncs (upstream, downstream) of the runs, given the target partition's end once
+        they are all acknowledged; None (and nothing written) when the end does not add up."""
+        count = sum(c for _f, _l, c in self.runs)
+        if self.base is None:
+            self.runs, self.base = [], end
+            return []
+        if self.base + count != end:
+            runs, self.runs, self.base = self.runs, [], end
+            self.previous_upstream = None  # the next record gets a sync of its own
+            return None if runs or count else []
+        syncs: List[Tuple[int, int]] = []
+
+        def emit(upstream: int, downstream: int) -> None:
+            syncs.append((upstream, downstream))
+            self.last_synced_downstream = downstream
+
+        downstream = self.base
+        for first, last, records in self.runs:
+            after_gap = self.previous_upstream is not None and first - self.previous_upstream != 1
+            if self.last_synced_downstream is None or after_gap or \
+                    downstream - (self.last_synced_downstream + 1) >= lag_max:
+                emit(first, downstream)
+            if last - first + 1 == records:  # no gap inside: every record's target offset is known
+                while True:
+                    due = self.last_synced_downstream + 1 + lag_max
+                    if due > downstream + records - 1:
+                        break
+                    emit(first + (due - downstream), due)
+            elif records > 1:
+                emit(last, downstream + records - 1)  # after the gaps inside: a sync at the run's end
+            self.previous_upstream = last
+            downstream += records
+        if self.runs and (not syncs or syncs[-1] != (self.runs[-1][1], end - 1)):
+            emit(self.runs[-1][1], end - 1)  # the newest record, as MirrorMaker 2 at each commit
+        self.runs, self.base = [], end
+        return syncs
+
+
+class OffsetSyncsTopic:
+    """The offset-syncs topic and the producer that writes it (one per process): created when
+    missing as MirrorMaker 2 creates it, one partition, compacted."""
+
+    def __init__(self, name: str, cluster_conf: Dict[str, str], admin, replication_factor: Optional[int]) -> None:
+        """``cluster_conf``: the connection settings of the topic's cluster."""
+        self.name = name
+        self._admin = admin
+        self._replication_factor = replication_factor
+        conf = dict(cluster_conf)
+        conf.update({"client.id": "mirror-offset-syncs", "logger": librdkafka_logger("mirror-offset-syncs"),
+                     "linger.ms": 100})
+        self._producer = confluent_kafka.Producer(conf)
+        self._created = False
+        self._lock = threading.Lock()
+
+    def write(self, syncs: Iterable[OffsetSync]) -> None:
+        with self._lock:
+            if not self._created:
+                ensure_topic(self._admin, self.name, self._replication_factor)
+                self._created = True
+            for sync in syncs:
+                key, value = encode_offset_sync(sync)
+                self._produce(key, value)
+            self._producer.poll(0)
+
+    def _produce(self, key: bytes, value: bytes) -> None:
+        while True:
+            try:
+                self._producer.produce(self.name, value, key, 0)
+                return
+            except BufferError:
+                self._producer.poll(0.1)
+
+    def close(self, timeout_s: float = 5.0) -> None:
+        left = self._producer.flush(timeout_s)
+        if left:
+            log.warning("%d offset syncs were not written before the stop", left)
+
+
+def ensure_topic(admin, name: str, replication_factor: Optional[int], compacted: bool = True) -> None:
+    """One partition, compacted: MirrorMaker 2's internal topics (offset syncs, checkpoints,
+    heartbeats). An existing topic is used as it is."""
+    config = {"cleanup.policy": "compact"} if compacted else {}
+    futures = admin.create_topics([NewTopic(name, 1, replication_factor or -1, config=config)],
+                                  request_timeout=TIMEOUT_S)
+    try:
+        futures[name].result()
+        log.info("Created %s (1 partition, compacted)", name)
+    except KafkaException as exc:
+        if exc.args[0].code() != confluent_kafka.KafkaError.TOPIC_ALREADY_EXISTS:
+            raise
+
+
+class OffsetSyncWriter:
+    """One mirror thread's offset syncs: its partitions' runs, planned after each flush."""
+
+    def __init__(self, topic: OffsetSyncsTopic, target_admin, remote, lag_max: int) -> None:
+        self._topic = topic
+        self._admin = target_admin
+        self._remote = remote
+        self._lag_max = lag_max
+        self._partitions: Dict[TopicPartition, PartitionSyncs] = {}
+        self._warned = set()
+
+    def assigned(self, tps: Iterable[TopicPartition]) -> None:
+        """Before the first record of a partition goes out: where its next record will land (a
+        target topic just created may take a moment to be known; without its end, the partition's
+        first stretch gets no syncs)."""
+        tps = list(tps)
+        deadline = time.monotonic() + ASSIGN_WAIT_S
+        while True:
+            try:
+                ends = self._ends(tps)
+                break
+            except KafkaException as exc:
+                if time.monotonic() > deadline:
+                    log.warning("Cannot read the target's end offsets (%s): offset syncs start at the next "
+                                "commit", exc.args[0].str())
+                    ends = {tp: None for tp in tps}
+                    break
+                time.sleep(0.2)
+        for tp, end in ends.items():
+            self._partitions[tp] = PartitionSyncs(end)
+
+    def forget(self, tps: Iterable[TopicPartition]) -> None:
+        for tp in tps:
+            self._partitions.pop(tp, None)
+
+    def record(self, tp: TopicPartition, first: int, last: int, count: int) -> None:
+        """Once per run of a partition's records handed to the producer (the hot path's cost)."""
+        partition = self._partitions.get(tp)
+        if partition is not None:
+            partition.add(first, last, count)
+
+    def flushed(self, tps: Iterable[TopicPartition]) -> None:
+        """Every record of ``tps`` so far is acknowledged: write their syncs."""
+        busy = [tp for tp in tps if tp in self._partitions and self._partitions[tp].runs]
+        if not busy:
+            return
+        try:
+            ends = self._ends(busy)
+        except KafkaException as exc:
+            log.warning("Offset syncs skipped this time: cannot read the target's end offsets (%s)",
+                        exc.args[0].str())
+            for tp in busy:
+                self._partitions[tp].reanchor()
+            return
+        syncs = []
+        for tp in busy:
+            planned = self._partitions[tp].plan(ends[tp], self._lag_max)
+            if planned is None:
+                if tp not in self._warned:
+                    self._warned.add(tp)
+                    log.warning("No offset syncs for %s-%d this time: its target partition has records "
+                                "this mirror did not write (another writer, or skipped records)",
+                                tp.topic, tp.partition)
+                continue
+            syncs += [OffsetSync(tp.topic, tp.partition, u, d) for u, d in planned]
+        if syncs:
+            self._topic.write(syncs)
+
+    def _ends(self, tps: List[TopicPartition]) -> Dict[TopicPartition, int]:
+        if not tps:
+            return {}
+        request = {KafkaTopicPartition(self._remote(tp.topic), tp.partition): OffsetSpec.latest() for tp in tps}
+        futures = self._admin.list_offsets(request, request_timeout=TIMEOUT_S)
+        by_target = {(k.topic, k.partition): f.result().offset for k, f in futures.items()}
+        return {tp: by_target[(self._remote(tp.topic), tp.partition)] for tp in tps}
+
+
+class SyncingCommitter:
+    """A thread's committer, then its offset syncs: the checkpoint calls ``commit`` only after a
+    flush, when every record so far is acknowledged, which is when syncs can be planned. A sync
+    that cannot be written never holds up a commit."""
+
+    def __init__(self, committer, writer: OffsetSyncWriter) -> None:
+        self._committer = committer
+        self._writer = writer
+
+    def commit(self, offsets, deadline=None):
+        committed = self._committer.commit(offsets, deadline)
+        try:
+            self._writer.flushed(list(offsets))
+        except KafkaException as exc:
+            log.warning("Offset syncs not written this time: %s", exc.args[0].str())
+        return committed
+
+    def __getattr__(self, name):
+        return getattr(self._committer, name)

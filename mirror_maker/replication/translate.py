@@ -1,0 +1,83 @@
+"""Offset translation for users failing a consumer group over to the target cluster: the latest
+checkpoint per partition of a group, read from ``<source alias>.checkpoints.internal`` on the
+target, as MirrorMaker 2's ``RemoteClusterUtils.translateOffsets`` reads it. Also the
+``kafka-mirror-maker translate-offsets`` command."""
+
+from __future__ import annotations
+
+import time
+from typing import Dict
+
+import confluent_kafka
+from confluent_kafka import KafkaError
+from confluent_kafka import TopicPartition as KafkaTopicPartition
+
+from ..records import TopicPartition
+from .formats import decode_checkpoint
+from .policies import DefaultReplicationPolicy
+
+
+def translate_offsets(client_conf: Dict[str, str], group: str, source_alias: str, separator: str = ".",
+                      timeout_s: float = 30.0) -> Dict[TopicPartition, int]:
+    """Where ``group`` resumes on the target cluster (``client_conf``: librdkafka settings of a
+    client of the target): remote topic partition -> offset, from the newest checkpoints."""
+    topic = DefaultReplicationPolicy(separator).checkpoints_topic(source_alias)
+    conf = {**client_conf, "group.id": f"mirror-translate-{group}", "enable.auto.commit": False,
+            "enable.partition.eof": True}
+    consumer = confluent_kafka.Consumer(conf)
+    try:
+        metadata = consumer.list_topics(topic, timeout=timeout_s).topics.get(topic)
+        if metadata is None or metadata.error is not None:
+            raise LookupError(f"no checkpoints topic {topic} on the target")
+        partitions = sorted(metadata.partitions)
+        consumer.assign([KafkaTopicPartition(topic, p, confluent_kafka.OFFSET_BEGINNING) for p in partitions])
+        offsets: Dict[TopicPartition, int] = {}
+        at_end, deadline = set(), time.monotonic() + timeout_s
+        while len(at_end) < len(partitions):
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"reading {topic} took longer than {timeout_s:.0f} s")
+            for msg in consumer.consume(10000, 0.5):
+                if msg.error() is not None:
+                    if msg.error().code() == KafkaError._PARTITION_EOF:
+                        at_end.add(msg.partition())
+                    continue
+                checkpoint = decode_checkpoint(msg.key(), msg.value())
+                if checkpoint.group == group:
+                    offsets[TopicPartition(checkpoint.topic, checkpoint.partition)] = checkpoint.downstream_offset
+        return offsets
+    finally:
+        consumer.close()
+
+
+def main(argv) -> int:
+    """``kafka-mirror-maker translate-offsets --config target.properties --group G
+    --source.cluster.alias A [--replication.policy.separator S]``: one line per partition."""
+    import argparse
+
+    from ..config.client_conf import build_consumer_conf
+    from ..config.properties import load_properties
+    from ..errors import ConfigError
+
+    parser = argparse.ArgumentParser(prog="kafka-mirror-maker translate-offsets",
+                                     description="Where a consumer group resumes on the target cluster, from "
+                                                 "the mirror's checkpoints (MirrorMaker 2's format).")
+    parser.add_argument("--config", required=True, help="a Java properties file for a client of the target")
+    parser.add_argument("--group", required=True)
+    parser.add_argument("--source.cluster.alias", dest="alias", required=True)
+    parser.add_argument("--replication.policy.separator", dest="separator", default=".")
+    parser.add_argument("--timeout.ms", dest="timeout_ms", type=int, default=30000)
+    args = parser.parse_args(argv)
+    props = load_properties(args.config, "--config")
+    props.setdefault("group.id", f"mirror-translate-{args.group}")
+    conf, _engine = build_consumer_conf(props, f"--config {args.config}")
+    try:
+        offsets = translate_offsets(conf, args.group, args.alias, args.separator, args.timeout_ms / 1000.0)
+    except (LookupError, TimeoutError) as exc:
+        raise ConfigError(str(exc)) from None
+    if not offsets:
+        raise ConfigError(f"no checkpoints for group {args.group} from {args.alias}")
+    for tp, offset in sorted(offsets.items()):
+        print(f"{tp.topic} {tp.partition} {offset}")
+    return 0
+
+

@@ -1,0 +1,89 @@
+"""Consumer failover without brokers: MirrorMaker 2's record formats, where offset syncs are
+placed (MirrorMaker 2's rules, from runs of records and the target's end offset), the translation,
+and the options' checks."""
+
+import struct
+
+import pytest
+
+from mirror_maker.cli.command import invoke
+from mirror_maker.records import TopicPartition
+from mirror_maker.replication.checkpoints import OffsetSyncStore
+from mirror_maker.replication.formats import (Checkpoint, Heartbeat, OffsetSync, decode_checkpoint,
+                                              decode_heartbeat, decode_offset_sync, encode_checkpoint,
+                                              encode_heartbeat, encode_offset_sync)
+from mirror_maker.replication.offset_syncs import PartitionSyncs
+
+T0 = TopicPartition("orders", 0)
+
+
+def test_record_formats_are_mirror_maker_2s():
+    key, value = encode_offset_sync(OffsetSync("orders", 3, 100, 42))
+    assert key == b"\x00\x06orders" + struct.pack(">i", 3) and value == struct.pack(">qq", 100, 42)
+    assert decode_offset_sync(key, value) == OffsetSync("orders", 3, 100, 42)
+    key, value = encode_checkpoint(Checkpoint("g", "a.orders", 1, 600, 580, "meta"))
+    assert key == b"\x00\x01g\x00\x08a.orders\x00\x00\x00\x01"
+    assert value == struct.pack(">hqq", 0, 600, 580) + b"\x00\x04meta"  # version 0 first
+    assert decode_checkpoint(key, value) == Checkpoint("g", "a.orders", 1, 600, 580, "meta")
+    key, value = encode_heartbeat(Heartbeat("a", "b", 1234))
+    assert key == b"\x00\x01a\x00\x01b" and value == struct.pack(">hq", 0, 1234)
+    assert decode_heartbeat(key, value) == Heartbeat("a", "b", 1234)
+
+
+def test_syncs_every_offset_lag_max_in_a_run_without_gaps_and_the_newest_at_each_flush():
+    syncs = PartitionSyncs(base=1000)  # the target partition had 1000 records before
+    syncs.add(0, 249, 250)
+    assert syncs.plan(end=1250, lag_max=100) == [(0, 1000), (101, 1101), (202, 1202), (249, 1249)]
+    syncs.add(250, 299, 50)
+    assert syncs.plan(end=1300, lag_max=100) == [(299, 1299)]  # not due yet: only the newest
+
+
+def test_a_gap_gets_a_sync_after_it_and_a_run_with_gaps_inside_one_at_its_end():
+    syncs = PartitionSyncs(base=0)
+    syncs.add(0, 9, 10)
+    syncs.add(20, 29, 10)  # 10..19 were transaction markers or compacted away
+    syncs.add(30, 49, 10)  # gaps inside: only its ends are known
+    assert syncs.plan(end=30, lag_max=100) == [(0, 0), (20, 10), (49, 29)]
+
+
+def test_no_sync_when_the_target_end_does_not_add_up():
+    syncs = PartitionSyncs(base=0)
+    syncs.add(0, 9, 10)
+    assert syncs.plan(end=11, lag_max=100) is None  # another writer, or a skipped record
+    syncs.add(10, 19, 10)
+    assert syncs.plan(end=21, lag_max=100) == [(10, 11), (19, 20)]  # re-anchored at 11: a fresh first sync
+    syncs.reanchor()
+    syncs.add(20, 29, 10)
+    assert syncs.plan(end=31, lag_max=100) == []  # the end could not be read before: starts again here
+
+
+def test_translation_is_mirror_maker_2s():
+    store = OffsetSyncStore.__new__(OffsetSyncStore)
+    store._syncs = {}
+    for upstream, downstream in ((100, 10), (200, 110), (300, 210)):
+        store.add(T0, upstream, downstream)
+    assert store.translate(T0, 200) == 110  # exactly a sync's offset
+    assert store.translate(T0, 250) == 111  # past it: never ahead of what is mirrored
+    assert store.translate(T0, 99) is None  # older than every sync
+    assert store.translate(TopicPartition("other", 0), 5) is None
+    store.add(T0, 150, 500)  # mirrored again from 150 (a restart): later syncs are dropped
+    assert store.translate(T0, 250) == 501
+
+
+@pytest.mark.parametrize("extra, message", [
+    (["--emit.checkpoints.enabled", "true"], "needs --emit.offset-syncs.enabled true"),
+    (["--emit.offset-syncs.enabled", "true"], "PartitionPreservingHandler"),
+    (["--emit.offset-syncs.enabled", "true", "--use.raw.bytes"], "not supported yet"),
+    (["--offset.lag.max", "5"], "only used with --emit.offset-syncs.enabled"),
+    (["--emit.offset-syncs.enabled", "true", "--offset-syncs.topic.location", "moon"], "is not source or target"),
+    (["--emit.offset-syncs.enabled", "true", "--emit.checkpoints.enabled", "true", "--groups", "("],
+     "--groups"),
+])
+def test_failover_options_checked_in_one_line(tmp_path, capsys, extra, message):
+    consumer, producer = tmp_path / "c.properties", tmp_path / "p.properties"
+    consumer.write_text("bootstrap.servers=localhost:1\ngroup.id=g\n")
+    producer.write_text("bootstrap.servers=localhost:2\n")
+    assert invoke(["--consumer.config", str(consumer), "--producer.config", str(producer), "--include", "x",
+                   *extra]) == 1
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err, err
