@@ -66,6 +66,8 @@ def usage_text() -> str:
     lines += _table(_rows(options.MM2_OPTIONS))
     lines += ["", "Spark mode (kafka-mirror-maker for Python only):"]
     lines += _table(_rows(options.SPARK_OPTIONS))
+    lines += ["", "Where a consumer group resumes on the target, from the checkpoints: "
+              "kafka-mirror-maker translate-offsets --help"]
     return "\n".join(lines)
 
 

@@ -12,6 +12,7 @@ import confluent_kafka
 from confluent_kafka import KafkaError
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
+from ..ops.log import librdkafka_logger
 from ..records import TopicPartition
 from .formats import decode_checkpoint
 from .policies import DefaultReplicationPolicy
@@ -22,8 +23,8 @@ def translate_offsets(client_conf: Dict[str, str], group: str, source_alias: str
     """Where ``group`` resumes on the target cluster (``client_conf``: librdkafka settings of a
     client of the target): remote topic partition -> offset, from the newest checkpoints."""
     topic = DefaultReplicationPolicy(separator).checkpoints_topic(source_alias)
-    conf = {**client_conf, "group.id": f"mirror-translate-{group}", "enable.auto.commit": False,
-            "enable.partition.eof": True}
+    conf = {"logger": librdkafka_logger("mirror-translate"), **client_conf, "group.id": f"mirror-translate-{group}",
+            "enable.auto.commit": False, "enable.partition.eof": True}
     consumer = confluent_kafka.Consumer(conf)
     try:
         metadata = consumer.list_topics(topic, timeout=timeout_s).topics.get(topic)
@@ -56,7 +57,7 @@ def main(argv) -> int:
 
     from ..config.client_conf import build_consumer_conf
     from ..config.properties import load_properties
-    from ..errors import ConfigError
+    from ..errors import ClientFailed, ConfigError
 
     parser = argparse.ArgumentParser(prog="kafka-mirror-maker translate-offsets",
                                      description="Where a consumer group resumes on the target cluster, from "
@@ -74,6 +75,8 @@ def main(argv) -> int:
         offsets = translate_offsets(conf, args.group, args.alias, args.separator, args.timeout_ms / 1000.0)
     except (LookupError, TimeoutError) as exc:
         raise ConfigError(str(exc)) from None
+    except confluent_kafka.KafkaException as exc:
+        raise ClientFailed(f"cannot read the checkpoints on the target: {exc.args[0].str()}") from None
     if not offsets:
         raise ConfigError(f"no checkpoints for group {args.group} from {args.alias}")
     for tp, offset in sorted(offsets.items()):
