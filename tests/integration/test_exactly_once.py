@@ -27,6 +27,13 @@ def assert_exactly_once(rows, expected) -> None:
     assert not duplicated, f"{len(duplicated)} values duplicated, e.g. {list(duplicated.items())[:3]}"
 
 
+def assert_stopped_fenced(mirror) -> None:
+    """A fenced mirror stops with 255 and one ERROR line saying so."""
+    assert mirror.wait(60) == 255, mirror.log()
+    errors = [line for line in mirror.log().splitlines() if " ERROR " in line]
+    assert len(errors) == 1 and "fenced: another mirror with the same group took over" in errors[0], errors
+
+
 def read_committed(cluster, topic, expected, timeout_s=120.0):
     """Every record a read_committed reader sees, read to the end once all of ``expected`` is
     there (a duplicate may come after the last expected value)."""
@@ -132,9 +139,7 @@ def test_a_zombie_cannot_commit_after_another_instance_took_over(tmp_path, sourc
         wait_until(lambda: sum(target.committed(files.group, topic).values()) > stopped_at + 1000, 60,
                    "the second one mirroring")
         os.kill(first.process.pid, signal.SIGCONT)
-        assert first.wait(60) == 255, first.log()
-        errors = [line for line in first.log().splitlines() if " ERROR " in line]
-        assert len(errors) == 1 and "fenced: another mirror with the same group took over" in errors[0], errors
+        assert_stopped_fenced(first)
     finally:
         acked = stream.stop()
     try:
@@ -160,9 +165,7 @@ def test_a_second_process_with_other_shards_fences_the_first(tmp_path, source, t
         wait_until(lambda: len(target.committed(files.group, topic)) == 6, 60, "every partition committed")
         second = MirrorProcess(mirror_args(files, topic, EOS, "--num.streams", "2", "--offset.commit.interval.ms",
                                            "500"), tmp_path / "second.log")
-        assert first.wait(60) == 255, first.log()
-        errors = [line for line in first.log().splitlines() if " ERROR " in line]
-        assert len(errors) == 1 and "fenced: another mirror with the same group took over" in errors[0], errors
+        assert_stopped_fenced(first)
         wait_until(lambda: f"Fenced {files.group}.eos.2, the last writer of" in second.log(), 60,
                    "the old layout's third shard fenced by the new owner of its partitions")
         stopped_at = sum(target.committed(files.group, topic).values())
