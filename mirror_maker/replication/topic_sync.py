@@ -5,7 +5,9 @@
   topic grows to the same count (``createPartitions``; never shrinks); the mirror threads start
   the new partitions at their beginning;
 * configs (``--sync.topic.configs.enabled``): ``topic_configs``;
-* ACLs (``--sync.topic.acls.enabled``): ``acls``.
+* ACLs (``--sync.topic.acls.enabled``): ``acls``;
+* and consumer failover's checkpoints, group offset sync and heartbeats (``checkpoints``), added
+  with ``add``.
 
 Each job covers the (source, target) topic pairs the mirror writes to (``TargetTopics.mapping``).
 A job that fails (a cluster away, a refused request) logs one WARN and runs again at its next
@@ -43,17 +45,16 @@ class TopicSync(threading.Thread):
         self._source = source_admin
         self._target = target_admin
         self._state = state
-        start = time.monotonic() + FIRST_RUN_S
         self._jobs = []  # [next run, interval, job]
         if options.refresh_topics:
-            self._jobs.append([start, options.refresh_topics_interval_s, self.sync_partitions])
+            self.add(options.refresh_topics_interval_s, self.sync_partitions)
         if options.sync_topic_configs:
-            self._jobs.append([start, options.sync_topic_configs_interval_s, self.sync_configs])
+            self.add(options.sync_topic_configs_interval_s, self.sync_configs)
         if options.sync_topic_acls:
-            self._jobs.append([start, options.sync_topic_acls_interval_s, self.sync_acls])
+            self.add(options.sync_topic_acls_interval_s, self.sync_acls)
 
     def add(self, interval_s: float, job) -> None:
-        """Another job on its own interval (consumer failover's)."""
+        """A job on its own interval, first run soon after the start."""
         self._jobs.append([time.monotonic() + FIRST_RUN_S, interval_s, job])
 
     def run(self) -> None:
