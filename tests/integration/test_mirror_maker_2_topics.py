@@ -59,6 +59,21 @@ def test_default_policy_names_target_topics_after_the_source_alias(tmp_path, sou
     assert not target.topic_exists(topic) and not target.topic_exists(f"a.{internal}")  # internal: never
 
 
+def test_raw_mode_sends_batches_to_the_policys_names(tmp_path, source, target, files):
+    topic = source.create_topic("raw-named", partitions=2)
+    records = make_records(300)
+    source.seed(topic, records, **{"compression.type": "lz4", "linger.ms": 50})
+    mirror = MirrorProcess(mirror_args(files, topic, "--use.raw.bytes", "--replication.policy.class", "default",
+                                       "--source.cluster.alias", "a", "--exit.when.caught.up"),
+                           tmp_path / "mirror.log")
+    assert mirror.wait(120) == 0, mirror.log()
+    rows = target.read_values(f"a.{topic}", [r.value for r in records])
+    by_partition = {p: sorted(rec.value for q, _o, rec in rows if q == p) for p in (0, 1)}
+    source_rows = source.read_all(topic)
+    assert by_partition == {p: sorted(rec.value for q, _o, rec in source_rows if q == p) for p in (0, 1)}
+    assert not target.topic_exists(topic)
+
+
 def test_identity_policy_keeps_names(tmp_path, source, target, files):
     topic = source.create_topic("dotted.orders", partitions=1)
     records = make_records(50)

@@ -134,3 +134,12 @@ def test_notify_abstract_socket(monkeypatch):
 def test_notify_without_socket_does_nothing(monkeypatch):
     monkeypatch.delenv("NOTIFY_SOCKET", raising=False)
     assert notify("READY=1") is False
+
+
+def test_a_replication_policy_adds_the_target_topic_label():
+    metrics = MirrorMetrics()
+    metrics.consumed(TP, 3, 300, 10.0, 30.0, 60.0, 3)
+    assert "target_topic" not in exposition(metrics)  # MirrorMaker v1's labels without a policy
+    metrics.target_topic = lambda topic: f"a.{topic}"
+    assert 'mirrormaker_record_count_total{partition="2",target_topic="a.orders",topic="orders"} 3.0' in \
+        exposition(metrics)
