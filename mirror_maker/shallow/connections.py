@@ -65,12 +65,16 @@ def net_configs(conf: Dict[str, str], client_id: str, fetch_max_bytes: int = FET
 
 def guarded(callback, state):
     """A future's callback that cannot fail silently (kafka-python logs and drops a callback's
-    exception): anything it raises fails the run with one line."""
+    exception): anything it raises fails the run with one line. Except the selector closed under
+    a callback by a clean stop: the stop has flushed and committed by then, and nothing of the
+    raw path runs again, so it is no failure (it made a SIGTERM during a rebalance exit 255)."""
     def call(*args):
         try:
             callback(*args)
         except Exception as exc:
             log.debug("raw path callback failed", exc_info=True)
+            if state.stopping and isinstance(exc, RuntimeError) and "NetworkSelector closed" in str(exc):
+                return
             from ..errors import ClientFailed
 
             state.fail(ClientFailed(f"raw path: {type(exc).__name__}: {exc}"))

@@ -98,3 +98,21 @@ def test_read_committed_drops_aborted_batches_and_markers_and_keeps_the_rest():
             + batch(7, 2, attributes=0x10, producer_id=6))  # a later transaction of 6, not aborted
     decisions = [(b.base_offset, keep) for b, keep in committed(split(data), aborted=[(6, 3)])]
     assert decisions == [(0, True), (2, False), (3, False), (5, True), (6, False), (7, True)]
+
+
+def test_a_raw_callback_failing_fails_the_run_but_not_the_selector_closed_by_a_stop():
+    from mirror_maker.engine.state import RunState
+    from mirror_maker.shallow.connections import guarded
+
+    def closed(*args):
+        raise RuntimeError("NetworkSelector closed!")
+
+    running = RunState()
+    guarded(closed, running)(None)
+    assert running.failed  # while mirroring it is a failure
+    stopping = RunState()
+    stopping.request_stop()
+    guarded(closed, stopping)(None)
+    assert not stopping.failed  # the stop already flushed and committed
+    guarded(lambda *a: 1 / 0, stopping)(None)
+    assert stopping.failed  # anything else still fails the run
