@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from typing import Callable, Dict, Iterable, List, Optional
+from typing import Callable, Dict, Iterable, List, Optional, Tuple
 
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic, ResourceType
@@ -107,20 +107,32 @@ class TargetTopics:
                             "and the mirror stops; set batch.size to at most %d in --producer.config",
                             resource.name, limit, self._batch_bytes, limit)
 
+    def short_topics(self, mapping: Dict[str, Iterable[str]]) -> Dict[str, Tuple[str, int, int]]:
+        """Target topics with fewer partitions than their source topic: target topic -> (source
+        topic, target count, source count), the largest source count where several map to one.
+        Raises KafkaException when a cluster cannot be listed now."""
+        source, target = list_topic_partitions(self._source), list_topic_partitions(self._target)
+        short: Dict[str, Tuple[str, int, int]] = {}
+        for src, dsts in mapping.items():
+            for dst in dsts:
+                if src in source and dst in target and target[dst] < source[src] \
+                        and source[src] > short.get(dst, ("", 0, 0))[2]:
+                    short[dst] = (src, target[dst], source[src])
+        return short
+
     def require_partitions(self, mapping: Dict[str, List[str]]) -> None:
         """Each target topic has at least its source topic's partitions (the raw path keeps
         partition numbers and cannot repartition): else one clear line."""
         try:
-            source, target = list_topic_partitions(self._source), list_topic_partitions(self._target)
+            short = self.short_topics(mapping)
         except KafkaException as exc:
             log.warning("Cannot compare partition counts now (%s)", exc.args[0].str())
             return
-        for src, dsts in mapping.items():
-            for dst in dsts:
-                if src in source and dst in target and target[dst] < source[src]:
-                    raise ClientFailed(f"--use.raw.bytes keeps partition numbers: target topic {dst} has "
-                                       f"{target[dst]} partitions, fewer than the {source[src]} of source topic "
-                                       f"{src}; add partitions to the target topic")
+        if short:
+            dst, (src, target_count, source_count) = min(short.items())
+            raise ClientFailed(f"--use.raw.bytes keeps partition numbers: target topic {dst} has "
+                               f"{target_count} partitions, fewer than the {source_count} of source topic "
+                               f"{src}; add partitions to the target topic")
 
     def retry_pending(self) -> None:
         """Check again the topics an unreachable cluster kept us from checking."""

@@ -66,7 +66,7 @@ class PartitionSyncs:
         if self.base + count != end:
             runs, self.runs, self.base = self.runs, [], end
             self.previous_upstream = None  # the next record gets a sync of its own
-            return None if runs or count else []
+            return None if runs else []  # records not ours, and no run of ours to sync: nothing to say
         syncs: List[Tuple[int, int]] = []
 
         def emit(upstream: int, downstream: int) -> None:
@@ -242,6 +242,3 @@ class SyncingCommitter:
         except KafkaException as exc:
             log.warning("Offset syncs not written this time: %s", exc.args[0].str())
         return committed
-
-    def __getattr__(self, name):
-        return getattr(self._committer, name)

@@ -24,7 +24,6 @@ from typing import Dict, List, Tuple
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import NewPartitions
 
-from ..clients.admin import list_topic_partitions
 from .acls import TopicAcls
 
 log = logging.getLogger("mirror_maker.replication")
@@ -73,23 +72,23 @@ class TopicSync(threading.Thread):
                                     type(exc).__name__, exc, job[1])
             self._state.wait(IDLE_WAIT_S)
 
+    def targets(self) -> Dict[str, List[str]]:
+        """Source topic -> its target topics, a copy (the mirror threads add to the mapping)."""
+        targets: Dict[str, List[str]] = {}
+        for src, dst in self.pairs():
+            targets.setdefault(src, []).append(dst)
+        return targets
+
     def pairs(self) -> List[Tuple[str, str]]:
         mapping = self._target_topics.mapping
         return sorted((src, dst) for src, dsts in list(mapping.items()) for dst in list(dsts))
 
     def sync_partitions(self) -> int:
         """Partition sync: target topics grown to their source topics' partition counts."""
-        pairs = self.pairs()
-        if not pairs:
-            return 0
-        source, target = list_topic_partitions(self._source), list_topic_partitions(self._target)
-        grow: Dict[str, Tuple[int, int]] = {}
-        for src, dst in pairs:
-            if src in source and dst in target and target[dst] < source[src]:
-                grow[dst] = (target[dst], max(source[src], grow.get(dst, (0, 0))[1]))
+        grow = self._target_topics.short_topics(self.targets())
         if not grow:
             return 0
-        futures = self._target.create_partitions([NewPartitions(dst, count) for dst, (_, count) in grow.items()],
+        futures = self._target.create_partitions([NewPartitions(dst, count) for dst, (_s, _t, count) in grow.items()],
                                                  request_timeout=TIMEOUT_S)
         grown = 0
         for dst, future in futures.items():
@@ -100,7 +99,7 @@ class TopicSync(threading.Thread):
                     log.warning("Cannot add partitions to target topic %s: %s", dst, exc.args[0].str())
                 continue
             grown += 1
-            log.info("Target topic %s grew from %d to %d partitions (as its source topic)", dst, *grow[dst])
+            log.info("Target topic %s grew from %d to %d partitions (as its source topic)", dst, *grow[dst][1:])
         return grown
 
     def sync_configs(self) -> int:
@@ -109,7 +108,4 @@ class TopicSync(threading.Thread):
 
     def sync_acls(self) -> int:
         """ACL sync: the source's topic ACLs copied to the target topics."""
-        targets: Dict[str, set] = {}
-        for src, dst in self.pairs():
-            targets.setdefault(src, set()).add(dst)
-        return self._acls.sync(targets)
+        return self._acls.sync(self.targets())

@@ -34,6 +34,16 @@ def assert_stopped_fenced(mirror) -> None:
     assert len(errors) == 1 and "fenced: another mirror with the same group took over" in errors[0], errors
 
 
+def check_and_stop(target, topic, acked, fenced, survivor) -> None:
+    """Every acked record once on the target; then the survivor stops cleanly, the fenced one is gone."""
+    try:
+        assert_exactly_once(read_committed(target, topic, acked), acked)
+    finally:
+        if survivor is not None:
+            assert survivor.stop(signal.SIGTERM) == 143, survivor.log()
+        fenced.kill()
+
+
 def read_committed(cluster, topic, expected, timeout_s=120.0):
     """Every record a read_committed reader sees, read to the end once all of ``expected`` is
     there (a duplicate may come after the last expected value)."""
@@ -142,12 +152,7 @@ def test_a_zombie_cannot_commit_after_another_instance_took_over(tmp_path, sourc
         assert_stopped_fenced(first)
     finally:
         acked = stream.stop()
-    try:
-        assert_exactly_once(read_committed(target, topic, acked), acked)
-    finally:
-        if second is not None:
-            assert second.stop(signal.SIGTERM) == 143, second.log()
-        first.kill()
+    check_and_stop(target, topic, acked, first, second)
 
 
 @pytest.mark.slow
@@ -173,12 +178,7 @@ def test_a_second_process_with_other_shards_fences_the_first(tmp_path, source, t
                    "the second one mirroring every partition")
     finally:
         acked = stream.stop()
-    try:
-        assert_exactly_once(read_committed(target, topic, acked), acked)
-    finally:
-        if second is not None:
-            assert second.stop(signal.SIGTERM) == 143, second.log()
-        first.kill()
+    check_and_stop(target, topic, acked, first, second)
 
 
 def test_migrating_from_an_at_least_once_group(tmp_path, source, target, files):
