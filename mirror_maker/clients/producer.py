@@ -82,6 +82,8 @@ class MirrorProducer:
         self.produce = self._producer.produce
         self._count_lock = threading.Lock()
         self._produced = 0
+        #: The highest acknowledged count read so far (see ``acknowledged``).
+        self._acknowledged = 0
         #: Records that ended without an acknowledgement: refused, rejected locally, purged.
         self._failed = 0
         #: Set when librdkafka purged records itself (after a fatal error): nothing may be
@@ -179,9 +181,18 @@ class MirrorProducer:
 
     def acknowledged(self) -> int:
         """Records the target acknowledged: with delivery reports for failures only, what was
-        handed over and is neither waiting (in librdkafka's queue) nor failed."""
+        handed over and is neither waiting (in librdkafka's queue) nor failed.
+
+        librdkafka's queue length also counts events waiting for the next poll (statistics every
+        5 s, logs, failure reports), so a reading taken while one waits is low by that much. The
+        count is the highest reading so far: a counter must never go down (Prometheus would
+        take it for a restart), and ``serve`` takes a reading right after a poll, when the queue
+        holds records only, so the count reaches the true number within a mirror loop round."""
         with self._count_lock:
-            return max(0, self._produced - len(self._producer) - self._failed)
+            reading = self._produced - len(self._producer) - self._failed
+            if reading > self._acknowledged:
+                self._acknowledged = reading
+            return self._acknowledged
 
     def _wait_for_room(self, topic, value, key, partition, timestamp, headers,
                        src_topic, src_partition, src_offset):
@@ -216,6 +227,7 @@ class MirrorProducer:
         record even when only failures reach Python, and serving them in the thread that produced
         them costs less than a thread of its own trading the GIL with it (measured)."""
         self._serve(0)
+        self.acknowledged()
 
     def _serve(self, timeout_s: float, flush: bool = False) -> None:
         try:

@@ -90,3 +90,21 @@ def test_without_abort_every_refused_record_is_counted_and_the_run_goes_on(caplo
         assert p.flush(time.monotonic() + 5) is True  # nothing left to wait for
     finally:
         p.close(time.monotonic())
+
+
+def test_the_acknowledged_count_never_drops_while_an_event_waits_in_librdkafkas_queue():
+    """librdkafka's queue length counts its statistics events too: a reading taken while one
+    waits for the next poll must not lower the count (a counter going down is a restart to
+    Prometheus, and the Spark driver's total came out one short)."""
+    state = RunState()
+    p = producer(state, **{"statistics.interval.ms": 100})
+    try:
+        p.count_produced(5)  # as if five records were handed over and acknowledged
+        p.serve()  # the queue holds no records now: the reading is exact
+        assert p.acknowledged() == 5
+        wait_until(lambda: len(p) > 0, 10, "a statistics event waiting for a poll")
+        assert p.acknowledged() == 5
+        p.serve()
+        assert p.acknowledged() == 5
+    finally:
+        p.close(time.monotonic())
