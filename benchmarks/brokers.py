@@ -56,10 +56,17 @@ class KafkaBrokers(Brokers):
         self.source, self.target = start_together([KafkaCluster("source", self.work),
                                                    KafkaCluster("target", self.work)])
         self._admin = AdminClient({"bootstrap.servers": self.target.bootstrap})
-        self._watcher = Consumer({"bootstrap.servers": self.target.bootstrap, "group.id": "bench-watcher",
-                                  "enable.auto.commit": False})
+        self._watcher = self._new_watcher()
+
+    def _new_watcher(self) -> Consumer:
+        return Consumer({"bootstrap.servers": self.target.bootstrap, "group.id": "bench-watcher",
+                         "enable.auto.commit": False})
 
     def fresh_target(self, topic: str) -> None:
+        # A watcher that knew the deleted topic can keep its stale metadata for minutes
+        # (topic.metadata.refresh.interval.ms) and never see the new topic fill: one per topic.
+        self._watcher.close()
+        self._watcher = self._new_watcher()
         if topic in self._admin.list_topics(timeout=10).topics:
             self._admin.delete_topics([topic], operation_timeout=30)[topic].result()
             while topic in self._admin.list_topics(timeout=10).topics:
