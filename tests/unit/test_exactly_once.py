@@ -218,3 +218,43 @@ def test_without_exit_when_caught_up_the_commit_interval_decides():
     worker._consumer = Positions({0: 10, 1: 10}, 10)
     worker.update_lag()
     assert not worker._commit_now
+
+
+class LastBatch(Positions):
+    """Serves one batch that reads every partition to its end, then the run stops."""
+
+    def __init__(self, events, state, batch):
+        super().__init__({0: 4, 1: 4}, 10)
+        self.events, self.state, self.batch = events, state, batch
+
+    def consume(self, num_messages, timeout):
+        self.events.append("consume")
+        if not self.batch:
+            self.state.request_stop()
+            return []
+        batch, self.batch = self.batch, []
+        self._positions = {0: 10, 1: 10}
+        return batch
+
+
+class Transactions:
+    failures = ()
+
+    def serve(self):
+        pass
+
+    def transaction_ended(self, committed):
+        pass
+
+
+def test_a_bounded_run_commits_in_the_round_whose_short_batch_read_everything():
+    """Not after the lag timer and another consume: the records are visible only once committed."""
+    worker = eos_thread()
+    events = worker._checkpoint._committer.events
+    worker._consumer = LastBatch(events, worker._state, [Msg("t", 0, 9), Msg("t", 1, 9)])
+    worker._follow_shard = lambda: None
+    worker._txp = Transactions()
+    worker._next_lag_update = float("inf")  # the timer would not look at the lag in this round
+    worker._loop()
+    commit = events.index(("commit", {T0: 10, T1: 10}))
+    assert events[:commit].count("consume") == 1, events
