@@ -149,23 +149,11 @@ def command(**params) -> int:
     return run(config, handler, listener)
 
 
-#: MirrorMaker 2's options (python name -> ReplicationOptions field), and those that mean
-#: nothing without a switch (dependent -> switch).
-_REPLICATION_FIELDS = {
-    "replication_policy": "policy", "replication_policy_separator": "separator",
-    "source_cluster_alias": "source_alias", "target_cluster_alias": "target_alias",
-    "replication_factor": "replication_factor",
-    "refresh_topics": "refresh_topics", "refresh_topics_interval_s": "refresh_topics_interval_s",
-    "sync_topic_configs": "sync_topic_configs", "sync_topic_configs_interval_s": "sync_topic_configs_interval_s",
-    "config_properties_exclude": "config_exclude",
-    "sync_topic_acls": "sync_topic_acls", "sync_topic_acls_interval_s": "sync_topic_acls_interval_s",
-    "emit_offset_syncs": "emit_offset_syncs", "offset_syncs_location": "offset_syncs_location",
-    "offset_lag_max": "offset_lag_max",
-    "emit_checkpoints": "emit_checkpoints", "emit_checkpoints_interval_s": "emit_checkpoints_interval_s",
-    "groups": "groups", "groups_exclude": "groups_exclude",
-    "sync_group_offsets": "sync_group_offsets", "sync_group_offsets_interval_s": "sync_group_offsets_interval_s",
-    "emit_heartbeats": "emit_heartbeats", "emit_heartbeats_interval_s": "emit_heartbeats_interval_s",
-}
+#: MirrorMaker 2's options whose ReplicationOptions field has another name (the others: the same).
+_RENAMED = {"replication_policy": "policy", "replication_policy_separator": "separator",
+            "source_cluster_alias": "source_alias", "target_cluster_alias": "target_alias",
+            "config_properties_exclude": "config_exclude"}
+#: Options that mean nothing without a switch (dependent -> switch).
 _NEEDS = {
     "refresh_topics_interval_s": "refresh_topics", "sync_topic_configs_interval_s": "sync_topic_configs",
     "config_properties_exclude": "sync_topic_configs", "sync_topic_acls_interval_s": "sync_topic_acls",
@@ -200,11 +188,11 @@ def _replication_options(params: dict):
     """MirrorMaker 2's options; one that means nothing without its switch is a mistake worth a line."""
     from ..config.replication import build_replication_options
 
-    given = {name: params.pop(name) for name in _REPLICATION_FIELDS}
+    given = {name: params.pop(name) for _decls, name, *_rest in options.MM2_OPTIONS}
     for dependent, switch in _NEEDS.items():
         if given[dependent] is not None and not given[switch]:
             raise ConfigError(f"{_option_name(dependent)} is only used with {_option_name(switch)} true")
-    return build_replication_options(**{_REPLICATION_FIELDS[name]: value for name, value in given.items()})
+    return build_replication_options(**{_RENAMED.get(name, name): value for name, value in given.items()})
 
 
 def _spark_options(params: dict):

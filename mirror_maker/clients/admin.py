@@ -12,6 +12,8 @@ from confluent_kafka.admin import AdminClient
 from ..ops.log import librdkafka_logger
 
 METADATA_TIMEOUT_S = 10.0
+#: How long one admin request of the background syncs (create, describe, alter, list) may take.
+REQUEST_TIMEOUT_S = 30.0
 
 _CLIENT_KEYS_SKIPPED = {
     "group.id", "group.instance.id", "enable.auto.commit", "auto.offset.reset",

@@ -8,7 +8,7 @@ constructs Python spells differently are translated; one that cannot be is a sta
 from __future__ import annotations
 
 import re
-from typing import Iterable, List, Pattern
+from typing import Callable, Iterable, List, Optional, Pattern
 
 from ..errors import ConfigError
 
@@ -105,11 +105,14 @@ def compile_include(raw: str) -> Pattern[str]:
 
 
 def select_topics(
-    pattern: Pattern[str], topics: Iterable[str], exclude_internal: bool = True
+    pattern: Pattern[str], topics: Iterable[str], exclude_internal: bool = True,
+    selects: Optional[Callable[[Pattern[str], str], bool]] = None,
 ) -> List[str]:
-    """The topics the pattern fully matches, broker-internal ones left out unless asked for."""
+    """The topics the pattern fully matches (or ``selects(pattern, topic)`` says are mirrored:
+    MirrorMaker 2's rules), broker-internal ones left out unless asked for."""
     return sorted(
         topic
         for topic in topics
-        if pattern.fullmatch(topic) and not (exclude_internal and topic in INTERNAL_TOPICS)
+        if (selects(pattern, topic) if selects else pattern.fullmatch(topic))
+        and not (exclude_internal and topic in INTERNAL_TOPICS)
     )

@@ -16,7 +16,7 @@ from typing import Dict, List, Pattern, Tuple
 from confluent_kafka import KafkaException
 
 from ..clients.admin import list_topic_partitions
-from ..config.topics import INTERNAL_TOPICS, select_topics
+from ..config.topics import select_topics
 
 log = logging.getLogger("mirror_maker.subscription")
 
@@ -71,11 +71,8 @@ class TopicSubscription:
             return
         self._failing_since = None
         self._next_refresh = now + self._refresh_s
-        if self._rules is None:
-            topics = select_topics(self._pattern, names, self._exclude_internal)
-        else:
-            topics = sorted(t for t in names if self._rules.selects(self._pattern, t)
-                            and not (self._exclude_internal and t in INTERNAL_TOPICS))
+        topics = select_topics(self._pattern, names, self._exclude_internal,
+                               self._rules.selects if self._rules is not None else None)
         partitions = {topic: names[topic] for topic in topics}
         with self._lock:
             if topics != self._topics:

@@ -12,9 +12,10 @@ from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import (AclBinding, AclBindingFilter, AclOperation, AclPermissionType,
                                    ResourcePatternType, ResourceType)
 
+from ..clients.admin import REQUEST_TIMEOUT_S
+
 log = logging.getLogger("mirror_maker.replication")
 
-TIMEOUT_S = 30.0
 TOPIC_ACLS = AclBindingFilter(ResourceType.TOPIC, None, ResourcePatternType.LITERAL, None, None,
                               AclOperation.ANY, AclPermissionType.ANY)
 
@@ -45,7 +46,7 @@ class TopicAcls:
         """Create the target bindings (again: an ACL deleted on the target comes back, as with
         MirrorMaker 2); how many are new. A source without an authorizer has nothing to copy."""
         try:
-            source = self._source.describe_acls(TOPIC_ACLS, request_timeout=TIMEOUT_S).result()
+            source = self._source.describe_acls(TOPIC_ACLS, request_timeout=REQUEST_TIMEOUT_S).result()
         except KafkaException as exc:
             if exc.args[0].code() == KafkaError.SECURITY_DISABLED:
                 log.debug("the source has no authorizer: no ACLs to copy")
@@ -56,7 +57,7 @@ class TopicAcls:
         if not bindings:
             return 0
         created = 0
-        for binding, future in self._target.create_acls(bindings, request_timeout=TIMEOUT_S).items():
+        for binding, future in self._target.create_acls(bindings, request_timeout=REQUEST_TIMEOUT_S).items():
             try:
                 future.result()
             except KafkaException as exc:

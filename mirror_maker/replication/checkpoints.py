@@ -25,6 +25,7 @@ import confluent_kafka
 from confluent_kafka import ConsumerGroupState, ConsumerGroupTopicPartitions, KafkaException
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
+from ..clients.admin import REQUEST_TIMEOUT_S
 from ..ops.log import librdkafka_logger
 from ..records import TopicPartition
 from .formats import Checkpoint, Heartbeat, decode_offset_sync, encode_checkpoint, encode_heartbeat
@@ -32,7 +33,6 @@ from .offset_syncs import ensure_topic
 
 log = logging.getLogger("mirror_maker.replication")
 
-TIMEOUT_S = 30.0
 #: Syncs kept per source partition (MirrorMaker 2 keeps 64, spread over the partition's history).
 SYNCS_KEPT = 1000
 
@@ -128,7 +128,7 @@ class ConsumerFailover:
 
     def _groups(self) -> List[str]:
         include, exclude = self._options.groups_pattern, self._options.groups_exclude_pattern
-        listed = self._source.list_consumer_groups(request_timeout=TIMEOUT_S).result()
+        listed = self._source.list_consumer_groups(request_timeout=REQUEST_TIMEOUT_S).result()
         return sorted(g.group_id for g in listed.valid
                       if include.fullmatch(g.group_id) and not exclude.fullmatch(g.group_id))
 
@@ -142,7 +142,7 @@ class ConsumerFailover:
         if not groups:
             return 0
         futures = {g: self._source.list_consumer_group_offsets([ConsumerGroupTopicPartitions(g)],  # one a call
-                                                              request_timeout=TIMEOUT_S)[g] for g in groups}
+                                                              request_timeout=REQUEST_TIMEOUT_S)[g] for g in groups}
         written = 0
         for group, future in futures.items():
             try:
@@ -168,7 +168,7 @@ class ConsumerFailover:
                 self.latest[key] = checkpoint
                 written += 1
         if written:
-            self._producer.flush(TIMEOUT_S)
+            self._producer.flush(REQUEST_TIMEOUT_S)
             log.info("Wrote %d checkpoints to %s", written, self.checkpoints_topic)
         return written
 
@@ -189,7 +189,7 @@ class ConsumerFailover:
                 continue
             try:
                 self._target.alter_consumer_group_offsets([ConsumerGroupTopicPartitions(group, ahead)],
-                                                          request_timeout=TIMEOUT_S)[group].result()
+                                                          request_timeout=REQUEST_TIMEOUT_S)[group].result()
             except KafkaException as exc:
                 log.warning("Cannot sync the offsets of group %s on the target: %s", group, exc.args[0].str())
                 continue
@@ -200,7 +200,7 @@ class ConsumerFailover:
 
     def _active_on_target(self, group: str) -> bool:
         try:
-            described = self._target.describe_consumer_groups([group], request_timeout=TIMEOUT_S)[group].result()
+            described = self._target.describe_consumer_groups([group], request_timeout=REQUEST_TIMEOUT_S)[group].result()
         except KafkaException:
             return False  # not there yet
         return described.state not in (ConsumerGroupState.EMPTY, ConsumerGroupState.DEAD,
@@ -209,7 +209,7 @@ class ConsumerFailover:
     def _target_offsets(self, group: str) -> Dict[Tuple[str, int], int]:
         try:
             answer = self._target.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)],
-                                                              request_timeout=TIMEOUT_S)[group].result()
+                                                              request_timeout=REQUEST_TIMEOUT_S)[group].result()
         except KafkaException:
             return {}
         return {(tp.topic, tp.partition): tp.offset for tp in answer.topic_partitions or [] if tp.offset >= 0}

@@ -28,13 +28,13 @@ from confluent_kafka import KafkaException
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 from confluent_kafka.admin import NewTopic, OffsetSpec
 
+from ..clients.admin import REQUEST_TIMEOUT_S
 from ..ops.log import librdkafka_logger
 from ..records import TopicPartition
 from .formats import OffsetSync, encode_offset_sync
 
 log = logging.getLogger("mirror_maker.replication")
 
-TIMEOUT_S = 30.0
 #: How long an assignment waits for the target's end offsets (a topic just created).
 ASSIGN_WAIT_S = 10.0
 
@@ -140,7 +140,7 @@ def ensure_topic(admin, name: str, replication_factor: Optional[int], compacted:
     heartbeats). An existing topic is used as it is."""
     config = {"cleanup.policy": "compact"} if compacted else {}
     futures = admin.create_topics([NewTopic(name, 1, replication_factor or -1, config=config)],
-                                  request_timeout=TIMEOUT_S)
+                                  request_timeout=REQUEST_TIMEOUT_S)
     try:
         futures[name].result()
         log.info("Created %s (1 partition, compacted)", name)
@@ -221,7 +221,7 @@ class OffsetSyncWriter:
         if not tps:
             return {}
         request = {KafkaTopicPartition(self._remote(tp.topic), tp.partition): OffsetSpec.latest() for tp in tps}
-        futures = self._admin.list_offsets(request, request_timeout=TIMEOUT_S)
+        futures = self._admin.list_offsets(request, request_timeout=REQUEST_TIMEOUT_S)
         by_target = {(k.topic, k.partition): f.result().offset for k, f in futures.items()}
         return {tp: by_target[(self._remote(tp.topic), tp.partition)] for tp in tps}
 

@@ -13,9 +13,10 @@ from typing import Dict, List, Optional, Pattern, Tuple
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, ConfigSource, ResourceType
 
+from ..clients.admin import REQUEST_TIMEOUT_S
+
 log = logging.getLogger("mirror_maker.replication")
 
-TIMEOUT_S = 30.0
 #: Where a value that counts as "set" on a topic comes from.
 _NOT_DEFAULT = (ConfigSource.DYNAMIC_TOPIC_CONFIG, ConfigSource.DYNAMIC_BROKER_CONFIG,
                 ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG)
@@ -94,7 +95,7 @@ class TopicConfigs:
         if not resources:
             return 0
         changed = 0
-        for resource, future in self._target.incremental_alter_configs(resources, request_timeout=TIMEOUT_S).items():
+        for resource, future in self._target.incremental_alter_configs(resources, request_timeout=REQUEST_TIMEOUT_S).items():
             try:
                 future.result()
                 changed += 1
@@ -106,7 +107,7 @@ class TopicConfigs:
     def describe(admin, topics: List[str]) -> Dict[str, Dict[str, ConfigEntry]]:
         """Each topic's config entries (a topic that cannot be described is left out)."""
         futures = admin.describe_configs([ConfigResource(ResourceType.TOPIC, t) for t in topics],
-                                         request_timeout=TIMEOUT_S)
+                                         request_timeout=REQUEST_TIMEOUT_S)
         described = {}
         for resource, future in futures.items():
             try:

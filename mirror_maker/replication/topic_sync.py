@@ -24,11 +24,11 @@ from typing import Dict, List, Tuple
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import NewPartitions
 
+from ..clients.admin import REQUEST_TIMEOUT_S
 from .acls import TopicAcls
 
 log = logging.getLogger("mirror_maker.replication")
 
-TIMEOUT_S = 30.0
 #: The first run of each job comes this soon after start (the threads create target topics first).
 FIRST_RUN_S = 2.0
 IDLE_WAIT_S = 0.5
@@ -41,7 +41,6 @@ class TopicSync(threading.Thread):
         self._target_topics = target_topics
         self._configs = configs
         self._acls = TopicAcls(source_admin, target_admin)
-        self._source = source_admin
         self._target = target_admin
         self._state = state
         self._jobs = []  # [next run, interval, job]
@@ -89,7 +88,7 @@ class TopicSync(threading.Thread):
         if not grow:
             return 0
         futures = self._target.create_partitions([NewPartitions(dst, count) for dst, (_s, _t, count) in grow.items()],
-                                                 request_timeout=TIMEOUT_S)
+                                                 request_timeout=REQUEST_TIMEOUT_S)
         grown = 0
         for dst, future in futures.items():
             try:
