@@ -20,6 +20,13 @@ def _workload(row) -> str:
     return f"{row['record_bytes']} B x {row['records']:,}"
 
 
+def _limits(row) -> tuple:
+    """(the slower of the client's produce-only and consume-only limits, the target's ingest limit)."""
+    results = row["results"]
+    limit = min(results["limit: produce only"]["records_per_s"], results["limit: consume only"]["records_per_s"])
+    return limit, results.get("limit: target ingest (raw batches)", {}).get("records_per_s")
+
+
 def _table(kind: str, section: dict, machine: dict) -> list:
     lines = [f"## {TITLES.get(kind, kind)}", ""]
     if kind == "kafka":
@@ -34,8 +41,7 @@ def _table(kind: str, section: dict, machine: dict) -> list:
               "|---|---|---|---|---|---|---|---|"]
     for row in section["workloads"]:
         results = row["results"]
-        limit = min(results["limit: produce only"]["records_per_s"], results["limit: consume only"]["records_per_s"])
-        ingest = results.get("limit: target ingest (raw batches)", {}).get("records_per_s")
+        limit, ingest = _limits(row)
         for label, r in results.items():
             # Raw mode is measured against the target's ingest limit for the same batches.
             base = ingest if "--use.raw.bytes" in label and ingest else limit
@@ -46,11 +52,19 @@ def _table(kind: str, section: dict, machine: dict) -> list:
     timed = [(row, label, r) for row in section["workloads"] for label, r in row["results"].items()
              if "first_record_s" in r]
     if timed:
-        lines += ["", f"### Start-up and stop on {TITLES.get(kind, kind)}", "",
-                  "Seconds from process start to the first record on the target, and from SIGTERM to exit.", "",
-                  "| Workload | Compression | Run | first record s | stop s |", "|---|---|---|---|---|"]
-        lines += [f"| {_workload(row)} | {row['compression']} | {label} | {r['first_record_s']} | {r.get('stop_s')} |"
-                  for row, label, r in timed]
+        lines += ["", f"### Start-up, rate once records flow, and stop on {TITLES.get(kind, kind)}", "",
+                  "Seconds from process start to the first record on the target; the records after it over the "
+                  "time after it (start-up excluded, as the limits' loops are timed), against the same limit as "
+                  "above; seconds from SIGTERM to exit.", "",
+                  "| Workload | Compression | Run | first record s | records/s after it | vs limit | stop s |",
+                  "|---|---|---|---|---|---|---|"]
+        for row, label, r in timed:
+            after = r.get("records_per_s_after_first")
+            limit, ingest = _limits(row)
+            base = ingest if "--use.raw.bytes" in label and ingest else limit
+            ratio = f"{after / base:.2f}" if after and base else ""
+            lines.append(f"| {_workload(row)} | {row['compression']} | {label} | {r['first_record_s']} | "
+                         f"{f'{after:,}' if after else ''} | {ratio} | {r.get('stop_s')} |")
     spark = [(row, label, r) for row in section["workloads"] for label, r in row["results"].items()
              if "startup_s" in r]
     if spark:
@@ -81,7 +95,8 @@ def markdown(report: dict) -> str:
     lines = [f"# Mirror benchmark, {m['date']} (commit {m['commit']})", "",
              f"{m['cores']} cores, Python {m['python']}, librdkafka {m['librdkafka']}, {m['machine']}; "
              f"medians of {report['runs']} runs; {report.get('partitions', 8)} partitions; brokers and tools on "
-             f"the same machine; {report['minutes']} minutes in all.", ""]
+             f"the same machine; our package byte-compiled first, as pip install does; "
+             f"{report['minutes']} minutes in all.", ""]
     for kind, section in report["brokers"].items():
         lines += _table(kind, section, m)
     return "\n".join(lines) + "\n"
