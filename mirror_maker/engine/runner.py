@@ -235,7 +235,7 @@ class MirrorMaker:
                 closing.close()
         if self.producer is not None:
             self.producer.close(deadline)
-            undelivered = self.undelivered = len(self.producer)
+            undelivered = self.undelivered = self.producer.unacknowledged()
         if self._status is not None:
             self._status.close()
             if self.threads:

@@ -108,3 +108,13 @@ def test_the_acknowledged_count_never_drops_while_an_event_waits_in_librdkafkas_
         assert p.acknowledged() == 5
     finally:
         p.close(time.monotonic())
+
+
+def test_once_closed_only_records_count_as_unacknowledged_not_events_waiting_for_a_poll():
+    """A bounded run reports records the target never acknowledged (and exits as incomplete):
+    a statistics event queued after the final flush is no such record."""
+    state = RunState()
+    p = producer(state, **{"statistics.interval.ms": 100})
+    p.close(time.monotonic())  # nothing was sent: everything is acknowledged
+    wait_until(lambda: len(p) > 0, 10, "a statistics event waiting for a poll")
+    assert p.unacknowledged() == 0
