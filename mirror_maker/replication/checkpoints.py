@@ -200,7 +200,8 @@ class ConsumerFailover:
 
     def _active_on_target(self, group: str) -> bool:
         try:
-            described = self._target.describe_consumer_groups([group], request_timeout=REQUEST_TIMEOUT_S)[group].result()
+            described = self._target.describe_consumer_groups([group],
+                                                               request_timeout=REQUEST_TIMEOUT_S)[group].result()
         except KafkaException:
             return False  # not there yet
         return described.state not in (ConsumerGroupState.EMPTY, ConsumerGroupState.DEAD,

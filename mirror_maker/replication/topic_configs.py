@@ -95,7 +95,8 @@ class TopicConfigs:
         if not resources:
             return 0
         changed = 0
-        for resource, future in self._target.incremental_alter_configs(resources, request_timeout=REQUEST_TIMEOUT_S).items():
+        futures = self._target.incremental_alter_configs(resources, request_timeout=REQUEST_TIMEOUT_S)
+        for resource, future in futures.items():
             try:
                 future.result()
                 changed += 1
