@@ -86,6 +86,8 @@ class MirrorProducer:
         self._acknowledged = 0
         #: Records that ended without an acknowledgement: refused, rejected locally, purged.
         self._failed = 0
+        #: The handed-over count when a flush last saw the queue empty (see ``unacknowledged``).
+        self._emptied_at = -1
         #: Set when librdkafka purged records itself (after a fatal error): nothing may be
         #: committed from then on, even once the queue is empty.
         self._purged = False
@@ -102,10 +104,13 @@ class MirrorProducer:
         return len(self._producer)
 
     def unacknowledged(self) -> int:
-        """Records still waiting for the target, once closed. librdkafka's queue length also
-        counts events waiting for a poll (its statistics every 5 s, its log lines), so they are
-        served first: one arriving after the final flush made a bounded run that had everything
-        acknowledged report a record missing and exit as incomplete."""
+        """Records still waiting for the target, once closed: none when a flush saw the queue
+        empty and nothing was handed over since. Otherwise librdkafka's queue length after serving
+        its pending events, which it also counts (statistics, log lines, connection errors): an
+        event arriving after the final flush made a bounded run that had everything acknowledged
+        report a record missing and exit as incomplete."""
+        if self._emptied_at == self._produced:
+            return 0
         self._serve(0)
         return len(self._producer)
 
@@ -343,7 +348,11 @@ class MirrorProducer:
         failure was recorded: the caller must then not commit.
         """
         last_log = time.monotonic()
-        while len(self._producer) > 0:
+        while True:
+            produced = self._produced
+            if len(self._producer) == 0:
+                self._emptied_at = produced
+                break
             if deadline is None:
                 deadline = self._state.deadline  # set once a stop was requested
             if self._state.failed:

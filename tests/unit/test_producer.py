@@ -118,3 +118,15 @@ def test_once_closed_only_records_count_as_unacknowledged_not_events_waiting_for
     p.close(time.monotonic())  # nothing was sent: everything is acknowledged
     wait_until(lambda: len(p) > 0, 10, "a statistics event waiting for a poll")
     assert p.unacknowledged() == 0
+
+
+def test_records_the_closing_flush_could_not_deliver_count_as_unacknowledged():
+    state = RunState()
+    p = producer(state, **{"statistics.interval.ms": 100})
+    for offset in range(3):
+        send(p, offset)
+    p.count_produced(3)
+    p.close(time.monotonic() + 0.3)  # the target is not there: the flush gives up
+    assert p.unacknowledged() == 3
+    state.fail(SendFailed("test over"))
+    p.purge()
