@@ -18,6 +18,9 @@ log = logging.getLogger("mirror_maker.shallow")
 #: kafka-python logs every connection and metadata update at INFO: only its warnings show, unless
 #: the mirror logs at DEBUG.
 logging.getLogger("kafka").setLevel(max(logging.WARNING, logging.getLogger().getEffectiveLevel()))
+#: ... and an ERROR at every metadata answer without a tracked topic (deleted): ``Cluster.route``
+#: says it once instead.
+logging.getLogger("kafka.cluster").addFilter(lambda record: "not found in cluster metadata" not in record.getMessage())
 
 #: Fetch and Produce versions that still name topics (13 and later use topic ids).
 MAX_FETCH_VERSION = 12
@@ -91,7 +94,12 @@ class Cluster:
         self.bootstrap = conf["bootstrap.servers"]
         self._net = net
         self.client = KafkaNetClient(net=net, **net_configs(conf, client_id))
+        # kafka-python asks brokers to create the topics it tracks when they are missing: a
+        # source topic deleted while mirrored would come back, a target topic with the broker's
+        # default partitions. The mirror creates target topics itself.
+        self.client.cluster.config["allow_auto_create_topics"] = False
         self._topics: set = set()
+        self._missing: set = set()  # tracked topics the metadata lacks, already logged
 
     def connect(self, timeout_ms: int = METADATA_TIMEOUT_MS) -> None:
         self.client.check_version(timeout_ms=timeout_ms)
@@ -110,6 +118,20 @@ class Cluster:
 
         leader = self.client.cluster.leader_for_partition(TopicPartition(topic, partition))
         return None if leader is None or leader < 0 else leader
+
+    def route(self, topic: str, partition: int) -> Optional[int]:
+        """The partition's leader, or None with new metadata asked for (it moved, or is being
+        elected). A topic the metadata lacks altogether (deleted) is logged once."""
+        leader = self.leader(topic, partition)
+        if leader is not None:
+            self._missing.discard(topic)
+            return leader
+        if topic not in self._missing and not self.partitions(topic):
+            self._missing.add(topic)
+            log.warning("Topic %s is not in the %s cluster's metadata (deleted?); its partitions wait for it "
+                        "(the raw path never creates it)", topic, self.side)
+        self.refresh()
+        return None
 
     def partitions(self, topic: str) -> List[int]:
         return sorted(self.client.cluster.partitions_for_topic(topic) or ())

@@ -99,9 +99,8 @@ class RawFetcher:
         for tp in self.positions:
             if self.work.get(tp):
                 continue  # its last answer is not handed out yet
-            node = self._cluster.leader(tp.topic, tp.partition)
+            node = self._cluster.route(tp.topic, tp.partition)
             if node is None:
-                self._cluster.refresh()
                 continue
             if node not in self._in_flight and self._cluster.ready(node):
                 by_node.setdefault(node, []).append(tp)

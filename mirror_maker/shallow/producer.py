@@ -181,9 +181,8 @@ class RawProducer:
             entry = next((e for e in log_.entries if not e.in_flight and not e.acked), None)
             if entry is None:
                 continue
-            node = self._cluster.leader(*key)
+            node = self._cluster.route(*key)
             if node is None:
-                self._cluster.refresh()
                 continue
             ready.setdefault(node, []).append((key, entry))
         return ready

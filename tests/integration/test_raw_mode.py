@@ -185,6 +185,23 @@ def test_a_record_too_large_goes_the_record_path_and_stops_there(tmp_path, sourc
     assert "Traceback" not in mirror.log()
 
 
+def test_a_source_topic_deleted_while_mirrored_is_not_created_again(tmp_path, source, target, files):
+    """kafka-python asks brokers to create missing topics it tracks (brokers do so by default,
+    with their own partition count); the raw path must not bring back a deleted source topic."""
+    topic = source.create_topic("raw-deleted", partitions=2)
+    source.seed(topic, make_records(200))
+    mirror = MirrorProcess(mirror_args(files, topic, RAW), tmp_path / "m.log")
+    try:
+        target.read_all(topic, expected=200, timeout_s=60)
+        source.delete_topics(topic)
+        mirror.wait_for_log(f"Topic {topic} is not in the source cluster's metadata (deleted?)")
+        assert not source.topic_exists(topic)
+    finally:
+        assert mirror.stop(signal.SIGTERM) == 143, mirror.log()
+    assert mirror.log().count("is not in the source cluster's metadata") == 1  # once, not per refresh
+    assert "not found in cluster metadata" not in mirror.log()
+
+
 @pytest.mark.needs_kafka_feature("read_committed that hides aborted transactions")
 def test_aborted_transactions_never_reach_the_target(tmp_path, source, target, files):
     from confluent_kafka import Producer
