@@ -99,9 +99,16 @@ class Cluster:
         # default partitions. The mirror creates target topics itself.
         self.client.cluster.config["allow_auto_create_topics"] = False
         self._topics: set = set()
-        self._missing: set = set()  # tracked topics the metadata lacks, already logged
+        self._seen: set = set()  # tracked topics the metadata had
+        self._missing: set = set()  # of those, the ones it lacks now, already logged
 
-    def connect(self, timeout_ms: int = METADATA_TIMEOUT_MS) -> None:
+    def connect(self, topics: Iterable[str] = (), timeout_ms: int = METADATA_TIMEOUT_MS) -> None:
+        """Bootstrap; the metadata of ``topics`` comes with it. A topic tracked only afterwards
+        waits out kafka-python's retry backoff since the bootstrap's request (100 ms: measured on
+        the raw path's start-up, between the assignment and the first fetch)."""
+        if topics:
+            self._topics |= set(topics)
+            self.client.cluster.set_topics(sorted(self._topics))
         self.client.check_version(timeout_ms=timeout_ms)
 
     def track(self, topics: Iterable[str], timeout_ms: int = METADATA_TIMEOUT_MS) -> None:
@@ -121,12 +128,14 @@ class Cluster:
 
     def route(self, topic: str, partition: int) -> Optional[int]:
         """The partition's leader, or None with new metadata asked for (it moved, or is being
-        elected). A topic the metadata lacks altogether (deleted) is logged once."""
+        elected, or the topic is new). A topic the metadata had and lacks now (deleted) is logged
+        once."""
         leader = self.leader(topic, partition)
         if leader is not None:
+            self._seen.add(topic)
             self._missing.discard(topic)
             return leader
-        if topic not in self._missing and not self.partitions(topic):
+        if topic in self._seen and topic not in self._missing and not self.partitions(topic):
             self._missing.add(topic)
             log.warning("Topic %s is not in the %s cluster's metadata (deleted?); its partitions wait for it "
                         "(the raw path never creates it)", topic, self.side)

@@ -77,8 +77,9 @@ class RawMirrorThread(MirrorThread):
                                    int(self._config.consumer.get("fetch.max.bytes", FETCH_MAX_BYTES)))
         raw = RawProducer(self._target, self._net, self._state, self._config.abort_on_send_failure,
                           self._metrics, self._producer.errors)
-        for cluster in (self._source, self._target):
-            cluster.connect()
+        # The topics the group will assign from, and their target topics where they exist.
+        self._source.connect(self._subscribed_topics)
+        self._target.connect([target for topic in self._subscribed_topics for target in self._targets_of(topic)])
         raw.init_producer_id(self._state.deadline)
         self._raw = raw
 
