@@ -534,7 +534,9 @@ def main() -> None:
               "partitions": PARTITIONS, "brokers": bench.results}
     from report import write_report  # noqa: E402  (matplotlib only when a report is written)
 
-    paths = write_report(report, HERE / "results")
+    partial = bool(args.only or args.sizes or args.quick or args.skip_growth or args.skip_profile
+                   or args.brokers != parser.get_default("brokers"))
+    paths = write_report(report, HERE / "results", partial)
     print(f"\nwritten: {', '.join(str(p.relative_to(ROOT)) for p in paths)} in {report['minutes']} min")
 
 

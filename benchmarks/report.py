@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import time
 from pathlib import Path
 
 TITLES = {"kafka": "Apache Kafka", "tansu": "Tansu (the embedded broker of make demo)"}
@@ -130,13 +131,15 @@ def plot(report: dict, path: Path) -> None:
     plt.close(fig)
 
 
-def write_report(report: dict, folder: Path):
+def write_report(report: dict, folder: Path, partial: bool = False):
+    """The dated report, also as ``latest.*`` (which the README shows). A partial run (some rows,
+    sizes or brokers) gets a name of its own and leaves both the full run's files alone."""
     folder.mkdir(parents=True, exist_ok=True)
-    stem = folder / report["machine"]["date"]
+    stem = folder / (report["machine"]["date"] + (time.strftime("-partial-%H%M") if partial else ""))
     paths = [stem.with_suffix(".json"), stem.with_suffix(".md"), stem.with_suffix(".png")]
     paths[0].write_text(json.dumps(report, indent=2, default=str) + "\n")
     paths[1].write_text(markdown(report))
     plot(report, paths[2])
-    for path in paths:
+    for path in paths if not partial else ():
         shutil.copyfile(path, folder / f"latest{path.suffix}")
     return paths
