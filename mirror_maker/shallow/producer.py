@@ -66,6 +66,8 @@ class Entry:
     batch: Batch
     source: TopicPartition
     sequence: int = -1
+    #: The sequence its last attempt carried (a refused batch ahead of it moves ``sequence``).
+    sent_sequence: int = -1
     in_flight: bool = False
     acked: bool = False
 
@@ -197,6 +199,7 @@ class RawProducer:
                 entry.sequence = log_.next_sequence
                 log_.next_sequence = (log_.next_sequence + entry.batch.record_count) % _SEQUENCE_WRAP
             data = rewrite(entry.batch, self.producer_id, self.producer_epoch, entry.sequence)
+            entry.sent_sequence = entry.sequence
             by_topic.setdefault(topic, []).append(
                 ProduceRequest.TopicProduceData.PartitionProduceData(index=partition, records=data))
             entry.in_flight = True
@@ -251,9 +254,12 @@ class RawProducer:
 
     def _first_unacked(self, key, entry: Entry) -> bool:
         """The broker refused the partition's first batch it has not acknowledged as out of order:
-        not behind a failed batch, so the broker's sequence and ours differ."""
+        not behind a failed batch, so the broker's sequence and ours differ. Unless a batch ahead
+        of it was refused meanwhile and it went with that one's successor's sequence: then it is
+        simply sent again with the refused one's."""
         log_ = self._logs.get(key)
-        return bool(log_) and next((e for e in log_.entries if not e.acked), None) is entry
+        first = bool(log_) and next((e for e in log_.entries if not e.acked), None) is entry
+        return first and entry.sent_sequence == entry.sequence
 
     def _on_request_failed(self, node: int, sent, exc) -> None:
         self._node_in_flight[node] -= 1

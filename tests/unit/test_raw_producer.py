@@ -1,0 +1,182 @@
+"""The raw producer's commit rules: sequences, order and retries, and what a refused batch does,
+against a scripted target (the requests it gets, the answers we give it). Kafka itself checks
+them in tests/integration/test_raw_mode.py; here every path is taken on purpose."""
+
+from types import SimpleNamespace
+
+import pytest
+from kafka.future import Future
+
+from mirror_maker.engine.state import RunState
+from mirror_maker.errors import SendFailed
+from mirror_maker.ops.metrics import MirrorMetrics
+from mirror_maker.records import TopicPartition
+from mirror_maker.shallow.batches import HEADER, split
+from mirror_maker.shallow.producer import RawProducer
+
+from .test_raw_batches import batch
+
+SOURCE = TopicPartition("src", 0)
+
+
+class ScriptedTarget:
+    """One broker leading every partition; requests wait until the test answers them."""
+
+    bootstrap = "target:9092"
+
+    def __init__(self) -> None:
+        self.requests = []  # [(what it carried, future)], in the order sent
+        self.refreshes = 0
+        self.producer_ids = []  # of each request's first batch
+
+    def track(self, topics) -> None:
+        pass
+
+    def route(self, topic, partition) -> int:
+        return 1
+
+    def ready(self, node) -> bool:
+        return True
+
+    def refresh(self) -> None:
+        self.refreshes += 1
+
+    def send(self, node, request):
+        carried = [(topic.name, part.index, HEADER.unpack_from(part.records)[11],
+                    HEADER.unpack_from(part.records)[12]) for topic in request.topic_data
+                   for part in topic.partition_data]  # (topic, partition, base sequence, records)
+        self.producer_ids.append(HEADER.unpack_from(request.topic_data[0].partition_data[0].records)[9])
+        future = Future()
+        self.requests.append((carried, future))
+        return future
+
+    def answer(self, index: int, **codes) -> None:
+        """Answer request ``index``: every partition succeeds unless ``codes`` names it
+        (``p<partition>=code``)."""
+        carried, future = self.requests[index]
+        future.success(SimpleNamespace(responses=[SimpleNamespace(name=topic, partition_responses=[
+            SimpleNamespace(index=partition, error_code=codes.get(f"p{partition}", 0), error_message=None)])
+            for topic, partition, _seq, _count in carried]))
+
+    def carried(self, index: int):
+        return [(partition, sequence, count) for _t, partition, sequence, count in self.requests[index][0]]
+
+
+class IdleNetwork:
+    def poll(self, timeout_ms=None, future=None) -> None:
+        pass
+
+
+def producer(abort=True):
+    state, target, metrics = RunState(), ScriptedTarget(), MirrorMetrics()
+    raw = RawProducer(target, IdleNetwork(), state, abort, metrics)
+    raw.producer_id, raw.producer_epoch = 7, 0
+    return raw, target, state, metrics
+
+
+def queue(raw, *counts, partition=0):
+    offset = 0
+    for count in counts:
+        raw.send("dst", partition, split(batch(offset, count))[0], SOURCE)
+        offset += count
+
+
+def test_one_batch_until_the_first_acknowledgement_then_pipelined_with_growing_sequences():
+    raw, target, _state, _metrics = producer()
+    queue(raw, 3, 2, 4)
+    raw.pump()
+    assert [target.carried(i) for i in range(len(target.requests))] == [[(0, 0, 3)]]
+    target.answer(0)
+    raw.pump()  # the target knows our sequence now: the rest may go at once
+    assert [target.carried(i) for i in range(1, len(target.requests))] == [[(0, 3, 2)], [(0, 5, 4)]]
+    target.answer(1)
+    target.answer(2)
+    assert raw.acked_records == 9 and raw.pending() == 0 and raw.queued_bytes == 0
+    assert raw.flush(None) is True
+
+
+def test_after_a_retriable_error_the_unacknowledged_batches_go_again_in_order_with_their_sequences():
+    raw, target, _state, _metrics = producer()
+    queue(raw, 3, 2, 4)
+    raw.pump()
+    target.answer(0)
+    raw.pump()
+    target.answer(1, p0=6)  # NOT_LEADER_OR_FOLLOWER
+    assert target.refreshes == 1
+    raw.pump()
+    assert len(target.requests) == 3  # nothing again while a batch of the partition is in flight
+    target.answer(2, p0=45)  # OUT_OF_ORDER_SEQUENCE_NUMBER: behind the failed one
+    raw.pump()
+    assert [target.carried(i) for i in range(3, len(target.requests))] == [[(0, 3, 2)]]  # one, carefully
+    target.answer(3)
+    raw.pump()
+    assert target.carried(4) == [(0, 5, 4)]
+    target.answer(4)
+    assert raw.acked_records == 9 and raw.pending() == 0
+
+
+def test_a_duplicate_sequence_means_an_earlier_attempt_was_written():
+    raw, target, _state, _metrics = producer()
+    queue(raw, 3)
+    raw.pump()
+    target.answer(0, p0=46)  # DUPLICATE_SEQUENCE_NUMBER
+    assert raw.acked_records == 3 and raw.pending() == 0
+
+
+def test_a_refused_batch_with_abort_fails_the_run_naming_its_source_offsets_and_nothing_is_flushed():
+    raw, target, state, _metrics = producer(abort=True)
+    queue(raw, 3, 2)
+    raw.pump()
+    target.answer(0, p0=87)  # INVALID_RECORD
+    assert isinstance(state.failure, SendFailed)
+    assert "src-0 offsets 0..2" in str(state.failure) and "INVALID_RECORD" in str(state.failure)
+    raw.pump()
+    assert len(target.requests) == 1  # nothing more goes out after a failure
+    assert raw.flush(None) is False and raw.acked_records == 0
+
+
+def test_a_refused_batch_without_abort_is_dropped_and_the_batches_behind_it_take_its_sequences():
+    raw, target, state, metrics = producer(abort=False)
+    queue(raw, 3, 2, 4)
+    raw.pump()
+    target.answer(0)
+    raw.pump()
+    target.answer(1, p0=87)  # the 2-record batch, sequence 3: refused
+    target.answer(2, p0=45)  # the one behind it was out of order, so not appended either
+    assert state.failure is None
+    raw.pump()
+    assert target.carried(3) == [(0, 3, 4)]  # the 4-record batch, at the refused one's sequence
+    assert target.producer_ids[3] == 7  # the same producer id: nothing to renew
+    target.answer(3)
+    assert raw.acked_records == 7 and raw.pending() == 0 and raw.queued_bytes == 0
+    assert metrics.dropped == 2
+
+
+@pytest.mark.parametrize("code", [6, 7, 13])  # not leader, timed out, network: the same batch again
+def test_a_retriable_error_on_the_only_batch_in_flight_sends_it_again_unchanged(code):
+    raw, target, _state, _metrics = producer()
+    queue(raw, 3, 5)
+    raw.pump()
+    target.answer(0)
+    raw.pump()
+    target.answer(1, p0=code)
+    raw.pump()
+    assert target.carried(2) == target.carried(1) == [(0, 3, 5)]
+
+
+def test_out_of_order_on_the_first_unacknowledged_batch_takes_a_new_producer_id_and_starts_at_sequence_0():
+    raw, target, _state, _metrics = producer()
+    queue(raw, 3, 5)
+    raw.pump()
+    target.answer(0)
+    raw.pump()
+    renewed = []
+
+    def init_producer_id(deadline=None):
+        raw.producer_id = 8
+        renewed.append(raw.producer_id)
+    raw.init_producer_id = init_producer_id
+    target.answer(1, p0=45)  # the broker lost our state (e.g. its log was truncated)
+    raw.pump()
+    assert renewed == [8]
+    assert target.producer_ids[2] == 8 and target.carried(2) == [(0, 0, 5)]
