@@ -1,0 +1,159 @@
+"""The raw fetcher's rules: what each fetched batch becomes (forwarded, the record path, skipped),
+where the position goes, and when it fetches, against a scripted source broker."""
+
+from types import SimpleNamespace
+
+from kafka.future import Future
+
+from mirror_maker.engine.state import RunState
+from mirror_maker.records import TopicPartition
+from mirror_maker.shallow.fetcher import BUFFER_BYTES, PARTITION_MAX_BYTES, RawFetcher
+
+from .test_raw_batches import batch, control
+
+TP = TopicPartition("src", 0)
+
+
+class ScriptedSource:
+    """One broker leading every partition; fetches wait until the test answers them."""
+
+    bootstrap = "source:9092"
+
+    def __init__(self) -> None:
+        self.fetches = []  # [({partition: (offset, max bytes)}, future)]
+        self.refreshes = 0
+
+    def track(self, topics) -> None:
+        pass
+
+    def route(self, topic, partition) -> int:
+        return 1
+
+    def ready(self, node) -> bool:
+        return True
+
+    def refresh(self) -> None:
+        self.refreshes += 1
+
+    def send(self, node, request):
+        asked = {(topic.topic, part.partition): (part.fetch_offset, part.partition_max_bytes)
+                 for topic in request.topics for part in topic.partitions}
+        future = Future()
+        self.fetches.append((asked, future))
+        return future
+
+    def answer(self, index: int, records: bytes = b"", error: int = 0, high: int = 100, aborted=()) -> None:
+        asked, future = self.fetches[index]
+        future.success(SimpleNamespace(responses=[SimpleNamespace(topic=topic, partitions=[SimpleNamespace(
+            partition_index=partition, error_code=error, high_watermark=high, records=records,
+            aborted_transactions=[SimpleNamespace(producer_id=p, first_offset=o) for p, o in aborted])])
+            for topic, partition in asked]))
+
+
+def fetcher(position: int = 0, read_committed: bool = True):
+    source = ScriptedSource()
+    raw = RawFetcher(source, RunState(), 1 if read_committed else 0)
+    raw.assign(TP, position)
+    return raw, source
+
+
+def steps(raw):
+    return [(w.first, w.last, "batch" if w.batch is not None else "records" if w.records else "skip")
+            for w in raw.work[TP]]
+
+
+def test_whole_batches_are_forwarded_and_the_position_moves_past_them():
+    raw, source = fetcher()
+    raw.fetch(0)
+    assert source.fetches[0][0] == {("src", 0): (0, PARTITION_MAX_BYTES)}
+    data = batch(0, 3, attributes=3) + batch(3, 2, attributes=3)
+    source.answer(0, data, high=5)
+    assert steps(raw) == [(0, 2, "batch"), (3, 4, "batch")]
+    assert raw.positions[TP] == 5 and raw.high_watermarks[TP] == 5
+    assert raw.buffered_bytes == len(data)
+    for item in list(raw.work[TP]):
+        raw.taken(item)
+    assert raw.buffered_bytes == 0
+
+
+def test_a_position_inside_a_batch_sends_the_rest_of_it_through_the_record_path():
+    raw, source = fetcher(position=2)
+    raw.fetch(0)
+    source.answer(0, batch(0, 5) + batch(5, 2))
+    assert steps(raw) == [(2, 4, "records"), (5, 6, "batch")]  # records 0 and 1 never again
+    assert raw.work[TP][0].reason == "a position inside the batch"
+
+
+def test_read_committed_skips_aborted_batches_and_markers_read_uncommitted_forwards_them():
+    data = (batch(0, 2, attributes=0x10, producer_id=9) + control(2, 9, commit=False)
+            + batch(3, 2) + batch(5, 1, attributes=0x10, producer_id=4) + control(6, 4, commit=True))
+    raw, source = fetcher()
+    raw.fetch(0)
+    source.answer(0, data, aborted=[(9, 0)])
+    assert steps(raw) == [(0, 1, "skip"), (2, 2, "skip"), (3, 4, "batch"), (5, 5, "batch"), (6, 6, "skip")]
+    assert raw.positions[TP] == 7
+    raw, source = fetcher(read_committed=False)
+    raw.fetch(0)
+    source.answer(0, data, aborted=[(9, 0)])
+    assert [kind for *_range, kind in steps(raw)] == ["batch", "batch", "batch", "batch", "batch"]
+
+
+def test_batches_raw_mode_cannot_forward_take_the_record_path_in_order():
+    raw, source = fetcher()
+    raw.max_batch_bytes["src"] = 200
+    raw.fetch(0)
+    big = batch(5, 20)
+    assert len(big) > 200
+    source.answer(0, batch(0, 2) + batch(2, 2, last_delta=2) + big)  # 2..4 holds 2 records: compacted
+    assert steps(raw) == [(0, 1, "batch"), (2, 4, "records"), (5, 24, "records")]
+    assert [w.reason for w in raw.work[TP]][1:] == ["offset holes (compaction)",
+                                                   "larger than the target's max.message.bytes"]
+
+
+def test_a_batch_larger_than_the_partition_limit_is_asked_for_with_twice_the_room():
+    raw, source = fetcher()
+    raw.fetch(0)
+    source.answer(0, batch(0, 3)[:30])  # only part of the one batch fits
+    assert steps(raw) == [] and raw.positions[TP] == 0
+    raw.fetch(0)
+    assert source.fetches[1][0] == {("src", 0): (0, 2 * PARTITION_MAX_BYTES)}
+    source.answer(1, batch(0, 3))
+    raw.work[TP].clear()
+    raw.fetch(0)
+    assert source.fetches[2][0] == {("src", 0): (3, PARTITION_MAX_BYTES)}  # back to the limit
+
+
+def test_when_it_fetches_one_request_per_broker_nothing_while_work_waits_or_the_buffer_is_full():
+    raw, source = fetcher()
+    raw.fetch(0)
+    raw.fetch(0)
+    assert len(source.fetches) == 1  # one in flight per broker
+    source.answer(0, batch(0, 3))
+    raw.fetch(0)
+    assert len(source.fetches) == 1  # its answer is not handed out yet
+    raw.taken(raw.work[TP].popleft())
+    raw.fetch(BUFFER_BYTES)  # the target has that much to acknowledge
+    assert len(source.fetches) == 1
+    raw.fetch(0)
+    assert source.fetches[1][0] == {("src", 0): (3, PARTITION_MAX_BYTES)}
+
+
+def test_errors_a_moved_leader_refreshes_metadata_an_offset_out_of_range_is_reset_by_the_stream():
+    raw, source = fetcher(position=50)
+    raw.fetch(0)
+    source.answer(0, error=6)  # NOT_LEADER_OR_FOLLOWER
+    assert source.refreshes == 1 and raw.positions[TP] == 50 and not raw.out_of_range
+    raw.fetch(0)
+    source.answer(1, error=1)  # OFFSET_OUT_OF_RANGE
+    assert raw.out_of_range == {TP} and raw.positions[TP] == 50
+
+
+def test_an_answer_for_a_position_that_moved_meanwhile_is_dropped():
+    raw, source = fetcher()
+    raw.fetch(0)
+    raw.seek(TP, 10)  # the record path took a range meanwhile
+    source.answer(0, batch(0, 3))
+    assert steps(raw) == [] and raw.positions[TP] == 10
+    raw.forget(TP)
+    raw.fetch(0)
+    assert len(source.fetches) == 1  # a revoked partition is not fetched
