@@ -58,6 +58,9 @@ WATCH_STEP_S = 0.05
 #: new defaults gained, in the same run, on the same code.
 PREVIOUS_DEFAULTS = {"consumer": "fetch.queue.backoff.ms=1000\n",
                      "producer": "max.in.flight.requests.per.connection=1\ndelivery.report.only.error=false\n"}
+#: The limits measured before each workload's rows (benchmarks/limit.py's modes).
+LIMIT_LABELS = {"produce": "limit: produce only", "consume": "limit: consume only",
+                "ingest": "limit: target ingest (raw batches)", "copy": "limit: copy loop (one thread)"}
 #: A run that has not mirrored everything by then has failed.
 RUN_TIMEOUT_S = 600
 
@@ -289,10 +292,9 @@ class Bench:
         topic = f"w{size}{compression}"
         brokers.create_topic(brokers.source.bootstrap, topic)
         seed(brokers.source.bootstrap, [topic], size, count, compression)
-        row["results"]["limit: produce only"] = self._limit("produce", brokers, size, count, compression)
-        row["results"]["limit: consume only"] = self._limit("consume", brokers, size, count, compression, topic)
-        row["results"]["limit: target ingest (raw batches)"] = self._limit("ingest", brokers, size, count,
-                                                                          compression, topic)
+        for mode, label in LIMIT_LABELS.items():
+            row["results"][label] = self._limit(mode, brokers, size, count, compression,
+                                                None if mode == "produce" else topic)
         rows = self.rows(brokers.kind, self.args.streams)
         if rows and self.args.warmup:  # the first run after seeding is slower for every tool: not measured
             rows[0][1](brokers, topic, compression, count, f"{brokers.kind}-warmup")
@@ -321,7 +323,7 @@ class Bench:
             name = topic or f"limit-{size}-{compression}-{i}-{time.time_ns()}"
             if mode == "produce":
                 brokers.create_topic(broker.bootstrap, name)
-            if mode == "ingest":
+            if mode in ("ingest", "copy"):
                 brokers.fresh_target(name)
             command = [sys.executable, str(HERE / "limit.py"), mode, broker.bootstrap, name, str(count),
                        str(size), "--compression", compression, "--target", brokers.target.bootstrap]
@@ -331,7 +333,7 @@ class Bench:
             sample["ok"] = sample["exit"] == 0
             return sample
         result = summarize([once(i) for i in range(self.args.runs)], count, size)
-        self._print("limit: target ingest (raw batches)" if mode == "ingest" else f"limit: {mode} only", result)
+        self._print(LIMIT_LABELS[mode], result)
         return result
 
     def _timed(self, brokers: Brokers, topic: str, count: int, command, tag: str, *, self_exit: bool,

@@ -2,12 +2,17 @@
 
 * produce: the Python client's produce-only rate (tuned as test-broker.md section 9 found best);
 * consume: its consume-only rate;
+* copy: the fastest faithful copy this client makes in one thread: consume -> produce of each
+  record's key, value, timestamp and headers to the same topic on TARGET, with the mirror's own
+  client defaults and nothing else (no handler, metrics or commits): what the mirror's record
+  mode is set against to see what its own work costs;
 * ingest: the target broker's own ingest limit for the source's batches as they are: every batch
   of the topic is fetched into memory first (not timed), then produced to TARGET as whole
   batches (the raw path's idempotent producer), timed until the target acknowledged them all.
 
     python limit.py produce BOOTSTRAP TOPIC COUNT SIZE [--compression lz4]
     python limit.py consume BOOTSTRAP TOPIC COUNT
+    python limit.py copy SOURCE TOPIC COUNT --target TARGET [--compression lz4]
     python limit.py ingest SOURCE TOPIC COUNT --target TARGET
 """
 
@@ -58,11 +63,49 @@ def consume(args) -> float:
     return seconds
 
 
-def ingest(args) -> float:
+def copy(args) -> float:
+    _import_the_mirror()
+    from mirror_maker.config.client_conf import CONSUMER_DEFAULTS, PRODUCER_DEFAULTS
+
+    admin = AdminClient({"bootstrap.servers": args.bootstrap})
+    partitions = len(admin.list_topics(timeout=10).topics[args.topic].partitions)
+    consumer = Consumer({**CONSUMER_DEFAULTS, "bootstrap.servers": args.bootstrap, "group.id": "limit-copy",
+                         "enable.partition.eof": False})
+    producer = Producer({**PRODUCER_DEFAULTS, "bootstrap.servers": args.target, "compression.type": args.compression,
+                         "message.max.bytes": 10000000})
+    produce = producer.produce
+    consumer.assign([TopicPartition(args.topic, p, 0) for p in range(partitions)])
+    started, done = time.monotonic(), 0
+    while done < args.count:
+        for msg in consumer.consume(500, 1.0):
+            if msg.error() is not None:
+                continue
+            timestamp = msg.timestamp()[1]
+            while True:
+                try:
+                    produce(args.topic, msg.value(), msg.key(), -1, None, None, timestamp if timestamp > 0 else 0,
+                            msg.headers())
+                    break
+                except BufferError:
+                    producer.poll(0.05)
+            done += 1
+        producer.poll(0)
+    if producer.flush(600):
+        raise SystemExit("copy: the target did not acknowledge everything")
+    seconds = time.monotonic() - started
+    consumer.close()
+    return seconds
+
+
+def _import_the_mirror() -> None:
     import sys
     from pathlib import Path
 
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+
+def ingest(args) -> float:
+    _import_the_mirror()
     from kafka.net.selector import NetworkSelector
     from kafka.protocol.consumer import FetchRequest
 
@@ -108,15 +151,15 @@ def ingest(args) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("mode", choices=["produce", "consume", "ingest"])
+    parser.add_argument("mode", choices=["produce", "consume", "copy", "ingest"])
     parser.add_argument("bootstrap")
     parser.add_argument("topic")
     parser.add_argument("count", type=int)
     parser.add_argument("size", type=int, nargs="?", default=0)
     parser.add_argument("--compression", default="none")
-    parser.add_argument("--target", default=None, help="ingest: the broker to produce the batches to")
+    parser.add_argument("--target", default=None, help="copy, ingest: the broker to produce to")
     args = parser.parse_args()
-    seconds = {"produce": produce, "consume": consume, "ingest": ingest}[args.mode](args)
+    seconds = {"produce": produce, "consume": consume, "copy": copy, "ingest": ingest}[args.mode](args)
     print(json.dumps({"records": args.count, "seconds": seconds}))
 
 
