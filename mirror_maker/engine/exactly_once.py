@@ -284,8 +284,8 @@ class ExactlyOnceThread(MirrorThread):
     def _start_positions(self, tps: List[TopicPartition], quiet: bool = False) -> Dict[TopicPartition, int]:
         """Where each partition resumes: the target's committed offset; else, once, the source
         group's (a mirror that ran at-least-once before); else auto.offset.reset."""
-        committed = self._target_offsets.committed(tps)
-        self._fence_last_writers(committed)
+        self._fence_last_writers(self._target_offsets.committed(tps, stable=False))
+        committed = self._target_offsets.committed(tps)  # nothing pending from a writer fenced above
         positions = {tp: c.offset for tp, c in committed.items()}
         missing = [tp for tp in tps if tp not in positions]
         if missing:

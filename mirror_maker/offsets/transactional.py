@@ -54,24 +54,41 @@ class TargetOffsets:
         conf.update({"group.id": group, "client.id": client_id, "enable.auto.commit": False,
                      "logger": librdkafka_logger(client_id)})
         self.group = group
+        self._conf = conf
         self._consumer = confluent_kafka.Consumer(conf)  # never subscribes: the group stays memberless
+        self._peeking = None  # the same, read_uncommitted: see ``committed``
 
     def group_metadata(self):
         """No member id, generation -1: what a commit into a memberless group carries."""
         return self._consumer.consumer_group_metadata()
 
-    def committed(self, tps: Iterable[TopicPartition], timeout_s: float = 30.0) -> Dict[TopicPartition, Committed]:
+    def committed(self, tps: Iterable[TopicPartition], timeout_s: float = 30.0,
+                  stable: bool = True) -> Dict[TopicPartition, Committed]:
         """Each partition's committed offset on the target, with the transactional.id that
-        committed it (the commit's metadata)."""
+        committed it (the commit's metadata).
+
+        A stable read waits while a transaction that holds offsets of these partitions is open;
+        ``stable=False`` leaves such offsets out instead (read_uncommitted: librdkafka asks with
+        require_stable only under read_committed). A new owner reads so first, to learn which
+        writers to fence: a writer killed between its offsets and its commit held the stable
+        read until its transaction timed out (60 s)."""
         request = [KafkaTopicPartition(tp.topic, tp.partition) for tp in tps]
         if not request:
             return {}
-        answer = commit_retrying()(self._consumer.committed, request, timeout=timeout_s)
+        consumer = self._consumer if stable else self._peek()
+        answer = commit_retrying()(consumer.committed, request, timeout=timeout_s)
         return {TopicPartition(tp.topic, tp.partition): Committed(tp.offset, tp.metadata or None)
                 for tp in answer if tp.offset >= 0}
 
+    def _peek(self):
+        if self._peeking is None:
+            self._peeking = confluent_kafka.Consumer({**self._conf, "isolation.level": "read_uncommitted"})
+        return self._peeking
+
     def close(self) -> None:
         self._consumer.close()
+        if self._peeking is not None:
+            self._peeking.close()
 
 
 class TransactionalCommitter:

@@ -181,6 +181,42 @@ def test_a_second_process_with_other_shards_fences_the_first(tmp_path, source, t
     check_and_stop(target, topic, acked, first, second)
 
 
+def test_a_writer_killed_between_its_offsets_and_its_commit_is_fenced_without_waiting(tmp_path, source, target,
+                                                                                      files):
+    """A shard of an older layout (``--num.streams`` was 3) left a transaction open after sending
+    its offsets, as a SIGKILL between the two leaves it. The new layout's owner of its partitions
+    learns the last writers from a read that does not wait for that transaction, fences the writer
+    (which aborts it), then reads stably: it starts at once at the last committed offsets, where
+    the stable read alone waited for the transaction to time out."""
+    from confluent_kafka import Consumer, Producer
+    from confluent_kafka import TopicPartition as KafkaTopicPartition
+
+    topic = source.create_topic("eos-pending", partitions=2)
+    by_partition = {p: make_records(100, f"p{p}") for p in range(2)}
+    for partition, records in by_partition.items():
+        source.seed(topic, records, partition=partition)
+    target.create_topic(name=topic, partitions=2)  # offsets are taken for existing topics only
+    writer = f"{files.group}.eos.2"
+    conf = {**(target.client_conf or {}), "bootstrap.servers": target.bootstrap}
+    producer = Producer({**conf, "transactional.id": writer, "transaction.timeout.ms": 600000})
+    group = Consumer({**conf, "group.id": files.group})
+    producer.init_transactions(30)
+    for offset, commit in ((50, True), (80, False)):
+        producer.begin_transaction()
+        producer.send_offsets_to_transaction([KafkaTopicPartition(topic, p, offset, metadata=writer) for p in range(2)],
+                                             group.consumer_group_metadata(), 30)
+        if commit:
+            producer.commit_transaction(30)
+    group.close()
+    mirror = MirrorProcess(mirror_args(files, topic, EOS, "--num.streams", "2", "--exit.when.caught.up"),
+                           tmp_path / "m.log")
+    assert mirror.wait(60) == 0, mirror.log()
+    assert f"Fenced {writer}, the last writer of {topic}-" in mirror.log()
+    expected = [r.value for records in by_partition.values() for r in records[50:]]
+    assert_exactly_once(read_committed(target, topic, expected), expected)
+    assert target.committed(files.group, topic) == {0: 100, 1: 100}
+
+
 def test_migrating_from_an_at_least_once_group(tmp_path, source, target, files):
     topic = source.create_topic("eos-migrate", partitions=2)
     first, second = make_records(500, "alo"), make_records(500, "eos")
