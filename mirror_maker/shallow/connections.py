@@ -20,7 +20,8 @@ log = logging.getLogger("mirror_maker.shallow")
 logging.getLogger("kafka").setLevel(max(logging.WARNING, logging.getLogger().getEffectiveLevel()))
 #: ... and an ERROR at every metadata answer without a tracked topic (deleted): ``Cluster.route``
 #: says it once instead.
-logging.getLogger("kafka.cluster").addFilter(lambda record: "not found in cluster metadata" not in record.getMessage())
+logging.getLogger("kafka.cluster").addFilter(
+    lambda record: "not found in cluster metadata" not in record.getMessage())
 
 #: Fetch and Produce versions that still name topics (13 and later use topic ids).
 MAX_FETCH_VERSION = 12

@@ -254,9 +254,9 @@ class RawProducer:
 
     def _first_unacked(self, key, entry: Entry) -> bool:
         """The broker refused the partition's first batch it has not acknowledged as out of order:
-        not behind a failed batch, so the broker's sequence and ours differ. Unless a batch ahead
-        of it was refused meanwhile and it went with that one's successor's sequence: then it is
-        simply sent again with the refused one's."""
+        not behind a failed batch, so the broker's sequence and ours differ. Not so when a batch
+        ahead of it was refused meanwhile: it went out with a sequence it no longer has, and goes
+        again with the refused batch's."""
         log_ = self._logs.get(key)
         first = bool(log_) and next((e for e in log_.entries if not e.acked), None) is entry
         return first and entry.sent_sequence == entry.sequence
