@@ -9,31 +9,18 @@ from mirror_maker.engine.state import RunState
 from mirror_maker.records import TopicPartition
 from mirror_maker.shallow.fetcher import BUFFER_BYTES, PARTITION_MAX_BYTES, RawFetcher
 
+from .scripted_broker import ScriptedBroker
 from .test_raw_batches import batch, control
 
 TP = TopicPartition("src", 0)
 
 
-class ScriptedSource:
-    """One broker leading every partition; fetches wait until the test answers them."""
-
-    bootstrap = "source:9092"
+class ScriptedSource(ScriptedBroker):
+    """Fetches wait until the test answers them."""
 
     def __init__(self) -> None:
+        super().__init__()
         self.fetches = []  # [({partition: (offset, max bytes)}, future)]
-        self.refreshes = 0
-
-    def track(self, topics) -> None:
-        pass
-
-    def route(self, topic, partition) -> int:
-        return 1
-
-    def ready(self, node) -> bool:
-        return True
-
-    def refresh(self) -> None:
-        self.refreshes += 1
 
     def send(self, node, request):
         asked = {(topic.topic, part.partition): (part.fetch_offset, part.partition_max_bytes)

@@ -14,32 +14,19 @@ from mirror_maker.records import TopicPartition
 from mirror_maker.shallow.batches import HEADER, split
 from mirror_maker.shallow.producer import RawProducer
 
+from .scripted_broker import ScriptedBroker
 from .test_raw_batches import batch
 
 SOURCE = TopicPartition("src", 0)
 
 
-class ScriptedTarget:
-    """One broker leading every partition; requests wait until the test answers them."""
-
-    bootstrap = "target:9092"
+class ScriptedTarget(ScriptedBroker):
+    """Produce requests wait until the test answers them."""
 
     def __init__(self) -> None:
+        super().__init__()
         self.requests = []  # [(what it carried, future)], in the order sent
-        self.refreshes = 0
         self.producer_ids = []  # of each request's first batch
-
-    def track(self, topics) -> None:
-        pass
-
-    def route(self, topic, partition) -> int:
-        return 1
-
-    def ready(self, node) -> bool:
-        return True
-
-    def refresh(self) -> None:
-        self.refreshes += 1
 
     def send(self, node, request):
         carried = [(topic.name, part.index, HEADER.unpack_from(part.records)[11],
