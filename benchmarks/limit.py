@@ -46,8 +46,7 @@ def produce(args) -> float:
 
 
 def consume(args) -> float:
-    admin = AdminClient({"bootstrap.servers": args.bootstrap})
-    partitions = len(admin.list_topics(timeout=10).topics[args.topic].partitions)
+    partitions = _partition_count(args.bootstrap, args.topic)
     consumer = Consumer({"bootstrap.servers": args.bootstrap, "group.id": "limit", "enable.auto.commit": False,
                          "fetch.max.bytes": 52428800, "max.partition.fetch.bytes": 8388608,
                          "fetch.wait.max.ms": 100, "queued.min.messages": 1000000,
@@ -67,8 +66,7 @@ def copy(args) -> float:
     _import_the_mirror()
     from mirror_maker.config.client_conf import CONSUMER_DEFAULTS, PRODUCER_DEFAULTS
 
-    admin = AdminClient({"bootstrap.servers": args.bootstrap})
-    partitions = len(admin.list_topics(timeout=10).topics[args.topic].partitions)
+    partitions = _partition_count(args.bootstrap, args.topic)
     consumer = Consumer({**CONSUMER_DEFAULTS, "bootstrap.servers": args.bootstrap, "group.id": "limit-copy",
                          "enable.partition.eof": False})
     producer = Producer({**PRODUCER_DEFAULTS, "bootstrap.servers": args.target, "compression.type": args.compression,
@@ -95,6 +93,11 @@ def copy(args) -> float:
     seconds = time.monotonic() - started
     consumer.close()
     return seconds
+
+
+def _partition_count(bootstrap: str, topic: str) -> int:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    return len(admin.list_topics(timeout=10).topics[topic].partitions)
 
 
 def _import_the_mirror() -> None:

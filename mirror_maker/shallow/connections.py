@@ -107,19 +107,23 @@ class Cluster:
         """Bootstrap; the metadata of ``topics`` comes with it. A topic tracked only afterwards
         waits out kafka-python's retry backoff since the bootstrap's request (100 ms: measured on
         the raw path's start-up, between the assignment and the first fetch)."""
-        if topics:
-            self._topics |= set(topics)
-            self.client.cluster.set_topics(sorted(self._topics))
+        self._add(topics)
         self.client.check_version(timeout_ms=timeout_ms)
 
     def track(self, topics: Iterable[str], timeout_ms: int = METADATA_TIMEOUT_MS) -> None:
         """Keep metadata (partition leaders) for these topics, waiting for it when they are new."""
+        future = self._add(topics)
+        if future is not None:
+            self._net.poll(timeout_ms=timeout_ms, future=future)
+
+    def _add(self, topics: Iterable[str]):
+        """Track these topics too: the future of the metadata request that asks for them, or None
+        when none of them is new."""
         topics = set(topics)
         if topics <= self._topics:
-            return
+            return None
         self._topics |= topics
-        future = self.client.cluster.set_topics(sorted(self._topics))
-        self._net.poll(timeout_ms=timeout_ms, future=future)
+        return self.client.cluster.set_topics(sorted(self._topics))
 
     def leader(self, topic: str, partition: int) -> Optional[int]:
         from kafka import TopicPartition
