@@ -41,8 +41,16 @@ $(BENCH_VENV)/.installed: setup.cfg pyproject.toml benchmarks/requirements.txt
 ## The commit whose mirror the benchmark runs next to today's (before -> after, same run).
 BENCH_BASELINE ?= 6848b87
 
-bench: $(BENCH_VENV)/.installed
-	$(BENCH_VENV)/bin/python benchmarks/bench.py --peers-python $(BENCH_VENV)/bin/python --baseline $(BENCH_BASELINE) $(BENCH_ARGS)
+## The Python peers (quixstreams) in their own venv: they pin another confluent-kafka than the mirror.
+PEERS_VENV := .venv-peers
+$(PEERS_VENV)/.installed: benchmarks/peers/requirements.txt
+	$(PYTHON) -m venv $(PEERS_VENV)
+	$(PEERS_VENV)/bin/pip install --quiet --upgrade pip
+	$(PEERS_VENV)/bin/pip install --quiet -r benchmarks/peers/requirements.txt
+	touch $@
+
+bench: $(BENCH_VENV)/.installed $(PEERS_VENV)/.installed
+	$(BENCH_VENV)/bin/python benchmarks/bench.py --peers-python $(PEERS_VENV)/bin/python --baseline $(BENCH_BASELINE) $(BENCH_ARGS)
 
 clean:
-	rm -rf $(VENV) $(BENCH_VENV) demo-work .pytest_cache
+	rm -rf $(VENV) $(BENCH_VENV) $(PEERS_VENV) demo-work .pytest_cache

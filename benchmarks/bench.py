@@ -506,7 +506,7 @@ def main() -> None:
                         help="only these record sizes")
     parser.add_argument("--only", default=None, help="a regex: only the rows whose label matches (limits always)")
     parser.add_argument("--peers-python", default=None,
-                        help="a Python with quixstreams installed (the benchmark's own venv); quix skipped without")
+                        help="a Python with quixstreams installed (make bench: .venv-peers); quix skipped without")
     parser.add_argument("--baseline", default=None,
                         help="a commit whose mirror runs as a row too (before -> after in the same run)")
     parser.add_argument("--warmup", type=int, default=1, help="a discarded run before each workload's rows")

@@ -54,7 +54,9 @@ def consume(args) -> float:
     consumer.assign([TopicPartition(args.topic, p, 0) for p in range(partitions)])
     started, done = time.monotonic(), 0
     while done < args.count:
-        for msg in consumer.consume(10000, 1.0):
+        # No more than what is left: librdkafka's consume(n, timeout) waits until it has n or
+        # the timeout passed (asking 10000 of 2,000 records took 1 s of a 1.1 s run).
+        for msg in consumer.consume(min(10000, args.count - done), 1.0):
             if msg.error() is None or msg.error().code() != KafkaError._PARTITION_EOF:
                 done += 1
     seconds = time.monotonic() - started
@@ -75,7 +77,7 @@ def copy(args) -> float:
     consumer.assign([TopicPartition(args.topic, p, 0) for p in range(partitions)])
     started, done = time.monotonic(), 0
     while done < args.count:
-        for msg in consumer.consume(500, 1.0):
+        for msg in consumer.consume(min(500, args.count - done), 1.0):
             if msg.error() is not None:
                 continue
             timestamp = msg.timestamp()[1]

@@ -23,6 +23,7 @@ from confluent_kafka import Consumer, KafkaError, Producer
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from .clients.polling import poll
 from .embedded import EmbeddedBroker, die_with_parent
 from .ops.log import configure_logging, librdkafka_logger
 
@@ -109,7 +110,7 @@ def read_target(bootstrap: str, partitions: int, expected_total: int, mirror, ti
         while count < expected_total and time.monotonic() < deadline:
             if mirror.poll() is not None:
                 raise click.ClickException(f"the mirror exited early with status {mirror.returncode}")
-            for msg in consumer.consume(10000, 0.5):
+            for msg in poll(consumer, 10000, 0.5):
                 if msg.error() is not None:
                     if msg.error().code() != KafkaError._PARTITION_EOF:
                         click.echo(f"  target read error: {msg.error().str()}", err=True)

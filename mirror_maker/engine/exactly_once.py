@@ -31,6 +31,7 @@ from typing import Dict, List, Optional, Set, Tuple
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
+from ..clients.polling import poll
 from ..clients.producer import _PURGED, MirrorProducer
 from ..clients.retry import commit_retrying
 from ..errors import SendFailed
@@ -171,7 +172,7 @@ class ExactlyOnceThread(MirrorThread):
             if not self.assigned:
                 self._state.wait(0.2)
                 continue
-            messages = consumer.consume(batch_size, 0.2)
+            messages = poll(consumer, batch_size, 0.2)
             if messages:
                 self._in_transaction += len(messages)
                 if self._tracking:

@@ -24,6 +24,7 @@ from ..handlers import DefaultMessageHandler, PartitionPreservingHandler
 from ..ops.log import librdkafka_logger
 from ..ops.metrics import MirrorMetrics
 from ..clients.client_errors import AUTHORIZATION_CODES, ClientErrors
+from ..clients.polling import poll
 from ..clients.producer import MirrorProducer, SendInterrupted
 from ..records import ConsumerRecord, TopicPartition
 from .state import RunState
@@ -162,7 +163,7 @@ class MirrorThread(threading.Thread):
             if not self._maybe_subscribe():
                 self._state.wait(POLL_TIMEOUT_S)
                 continue
-            messages = consumer.consume(batch_size, POLL_TIMEOUT_S)
+            messages = poll(consumer, batch_size, POLL_TIMEOUT_S)
             if messages:
                 self._mirror(messages)
             self._producer.serve()

@@ -26,6 +26,7 @@ from confluent_kafka import ConsumerGroupState, ConsumerGroupTopicPartitions, Ka
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
 from ..clients.admin import REQUEST_TIMEOUT_S
+from ..clients.polling import poll
 from ..ops.log import librdkafka_logger
 from ..records import TopicPartition
 from .formats import Checkpoint, Heartbeat, decode_offset_sync, encode_checkpoint, encode_heartbeat
@@ -61,7 +62,7 @@ class OffsetSyncStore:
         """Read what was written since the last update (to the topic's end, bounded)."""
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
-            messages = self._consumer.consume(10000, 0.5)
+            messages = poll(self._consumer, 10000, 0.5)
             if not messages:
                 return
             done = False

@@ -12,6 +12,7 @@ import confluent_kafka
 from confluent_kafka import KafkaError
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
+from ..clients.polling import poll
 from ..ops.log import librdkafka_logger
 from ..records import TopicPartition
 from .formats import decode_checkpoint
@@ -37,7 +38,7 @@ def translate_offsets(client_conf: Dict[str, str], group: str, source_alias: str
         while len(at_end) < len(partitions):
             if time.monotonic() > deadline:
                 raise TimeoutError(f"reading {topic} took longer than {timeout_s:.0f} s")
-            for msg in consumer.consume(10000, 0.5):
+            for msg in poll(consumer, 10000, 0.5):
                 if msg.error() is not None:
                     if msg.error().code() == KafkaError._PARTITION_EOF:
                         at_end.add(msg.partition())

@@ -22,6 +22,7 @@ from typing import List
 
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
+from ..clients.polling import poll
 from ..engine.worker import MirrorThread, _NO_TIMESTAMP
 from ..errors import ClientFailed, HandlerFailed, MirrorFailure
 from ..records import RawBatch, TopicPartition
@@ -176,7 +177,7 @@ class RawMirrorThread(MirrorThread):
         last_seen, quiet_since = item.first - 1, time.monotonic()
         try:
             while tp in self.assigned and not self._state.stopping and time.monotonic() < deadline:
-                messages = consumer.consume(500, 0.2)
+                messages = poll(consumer, 500, 0.2)
                 for msg in messages:
                     if msg.error() is not None or msg.topic() != tp.topic or msg.partition() != tp.partition:
                         continue

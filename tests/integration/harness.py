@@ -23,6 +23,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from mirror_maker.clients.polling import poll
 from mirror_maker.embedded import die_with_parent
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -234,7 +235,7 @@ class Cluster:
         deadline = time.monotonic() + timeout_s
         try:
             while time.monotonic() < deadline:
-                for msg in consumer.consume(10000, 0.5):
+                for msg in poll(consumer, 10000, 0.5):
                     err = msg.error()
                     if err is not None:
                         if err.code() == KafkaError._PARTITION_EOF:
@@ -264,7 +265,7 @@ class Cluster:
         deadline = time.monotonic() + timeout_s
         try:
             while missing and time.monotonic() < deadline:
-                for msg in consumer.consume(10000, 0.5):
+                for msg in poll(consumer, 10000, 0.5):
                     if msg.error() is None:
                         missing.discard(msg.value())
                         rows.append((msg.partition(), msg.offset(),
