@@ -2,7 +2,8 @@
 
 For each record size, seeds a backlog of --gigabytes into an 8-partition topic on an embedded
 source broker, runs bin/kafka-mirror-maker.py --exit.when.caught.up against an embedded target,
-and records the mirror process's peak RSS (from wait4's ru_maxrss), its CPU time and its speed.
+and records the mirror process's peak RSS (its VmHWM, read while it runs: see bench.peak_rss), its
+CPU time and its speed.
 Prints a table and writes benchmarks/results/memory-<date>.json.
 
     .venv/bin/python benchmarks/memory.py --gigabytes 1 --sizes 100,102400
@@ -27,6 +28,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench import peak_rss  # noqa: E402
 from mirror_maker.embedded import EmbeddedBroker, die_with_parent  # noqa: E402
 
 PARTITIONS = 8
@@ -65,10 +67,16 @@ def run_mirror(work: Path, source: str, target: str, topic: str, streams: int) -
     with open(work / f"{topic}-mirror.log", "wb") as log:
         process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT,
                                    preexec_fn=die_with_parent())
-        _pid, status, usage = os.wait4(process.pid, 0)
+        peak = 0
+        while True:
+            pid, status, usage = os.wait4(process.pid, os.WNOHANG)
+            if pid:
+                break
+            peak = max(peak, peak_rss(process.pid))
+            time.sleep(0.05)
     seconds = time.monotonic() - started
     return {"exit": os.waitstatus_to_exitcode(status), "seconds": round(seconds, 2),
-            "peak_rss_mb": round(usage.ru_maxrss / 1024, 1),
+            "peak_rss_mb": round(peak / 2**20, 1),
             "cpu_seconds": round(usage.ru_utime + usage.ru_stime, 2)}
 
 
