@@ -63,6 +63,8 @@ LIMIT_LABELS = {"produce": "limit: produce only", "consume": "limit: consume onl
                 "ingest": "limit: target ingest (raw batches)", "copy": "limit: copy loop (one thread)"}
 #: A run that has not mirrored everything by then has failed.
 RUN_TIMEOUT_S = 600
+#: A tool still running this long after its SIGTERM is killed.
+STOP_TIMEOUT_S = 60
 
 
 def seed(bootstrap: str, topics, size: int, count: int, compression: str) -> None:
@@ -161,7 +163,7 @@ def measure(command, log_path: Path, env=None, whole_tree: bool = False,
                 sample = tree_usage(process.pid)
                 peak_tree = max(peak_tree, sum(rss for rss, _cpu in sample.values()))
                 cpu_seen.update({p: cpu for p, (_rss, cpu) in sample.items()})
-            if watch is not None and done is None:
+            if watch is not None and stop_sent is None:
                 on_target = watch() or 0
                 if first is None and on_target > 0:
                     first, first_count = now - started, on_target
@@ -169,14 +171,12 @@ def measure(command, log_path: Path, env=None, whole_tree: bool = False,
                     done = now - started if on_target >= expected else None
                     stop_sent = time.monotonic()
                     os.kill(process.pid, signal.SIGTERM)  # not send_signal: it would reap the child
-                    if done is None:
-                        break
+            elif stop_sent is not None and now - stop_sent > STOP_TIMEOUT_S:
+                process.kill()  # a tool that does not stop on SIGTERM (seen: MirrorMaker 2 after a failed start)
             elif watch is None and now - started > RUN_TIMEOUT_S:
                 process.kill()
-            time.sleep(WATCH_STEP_S if watch is not None and done is None else 0.05)
-        if not pid:
-            _pid, status, usage = os.wait4(process.pid, 0)
-        elif watch is not None and done is None and (watch() or 0) >= expected:
+            time.sleep(WATCH_STEP_S if watch is not None and stop_sent is None else 0.05)
+        if watch is not None and stop_sent is None and (watch() or 0) >= expected:
             done = time.monotonic() - started  # a tool that stops by itself after its count
     ended = time.monotonic()
     cpu = usage.ru_utime + usage.ru_stime
