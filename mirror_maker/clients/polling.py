@@ -6,8 +6,8 @@ batch for the whole timeout: the last records of a backlog waited 0.2 s before b
 under a trickle of traffic each record waited up to 0.2 s on the source side. Java's
 ``KafkaConsumer.poll`` (MirrorMaker v1's loop) returns what it has as soon as it has any, with
 ``max.poll.records`` as the most, not a count to wait for. Measured on Apache Kafka 4.4 with
-librdkafka 2.16: a consume-only loop asking ``consume(10000, 1.0)`` of 2,000 records of 100 KB
-took 1.1 s (1,800 records/s); asking for no more than what was left, 0.27 s.
+librdkafka 2.16, one record every 20 ms through the mirror: from the source's log to the target's,
+median 110 ms and p99 208 ms with ``consume(500, 0.2)``, 8 ms and 13 ms with this.
 """
 
 from __future__ import annotations
