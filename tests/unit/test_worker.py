@@ -90,6 +90,9 @@ class Producer:
     def count_produced(self, records):
         self.produced += records
 
+    def serve(self):
+        pass
+
     def flush(self, deadline=None):
         self.events.append("flush")
         self.flush_deadlines.append(deadline)
@@ -334,3 +337,49 @@ def test_a_user_handler_with_a_stop_mid_batch_keeps_what_was_sent():
     worker, producer, _ = thread(Handler(), producer_kwargs={"interrupt_at": 1})
     worker._mirror([Msg("t", 0, 0, b"one"), Msg("t", 0, 1, b"two"), Msg("t", 0, 2, b"three")])
     assert worker._checkpoint.pending == {T0: 1} and producer.produced == 1
+
+
+class TrickleConsumer:
+    """librdkafka's batch consume on a virtual clock: ``consume(n, timeout)`` returns once it
+    holds n messages or the timeout passed. Three records are fetched; then the run stops."""
+
+    def __init__(self, state):
+        self.state, self.now = state, 0.0
+        self.queue = [Msg("t", 0, offset) for offset in range(3)]
+
+    def subscribe(self, topics, **callbacks):
+        pass
+
+    def consume(self, num_messages, timeout):
+        if not self.queue:
+            self.state.request_stop()
+            return []
+        if len(self.queue) < num_messages:
+            self.now += timeout  # short of a full batch: waits out the timeout
+        taken, self.queue = self.queue[:num_messages], self.queue[num_messages:]
+        return taken
+
+    def position(self, partitions):
+        return [KafkaTopicPartition(p.topic, p.partition, 3) for p in partitions]
+
+    def get_watermark_offsets(self, tp, timeout=None, cached=False):
+        return 0, 3
+
+
+class Subscription:
+    version = 0
+
+    def current(self):
+        return 0, ["t"]
+
+
+def test_the_loop_sends_a_short_batch_without_waiting_for_max_poll_records():
+    """max.poll.records is the most one poll takes, not a count to wait for: three fetched
+    records go out at once, not after the poll timeout (librdkafka's consume(500, 0.2) waits)."""
+    worker, producer, _events = thread(assigned=(T0,))
+    worker._subscription = Subscription()
+    consumer = worker._consumer = TrickleConsumer(worker._state)
+    worker._loop()
+    assert [value for _t, value, *_rest in producer.sent] == [b"v", b"v", b"v"]
+    assert worker._checkpoint.pending == {T0: 3}
+    assert consumer.now == 0.0
