@@ -12,7 +12,7 @@ class BatchConsumer:
     """Messages arrive at given (virtual) times; consume(n, timeout) waits for n or the timeout."""
 
     def __init__(self, arrivals):
-        self.arrivals = sorted(arrivals)  # (time, message)
+        self.arrivals = sorted(arrivals, key=lambda arrival: arrival[0])  # (time, message), stable
         self.now = 0.0
         self.calls = []
 

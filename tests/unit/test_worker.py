@@ -23,6 +23,8 @@ from mirror_maker.offsets.checkpoint import Checkpoint
 from mirror_maker.ops.metrics import MirrorMetrics
 from mirror_maker.records import ProducerRecord, TopicPartition
 
+from .test_polling import BatchConsumer
+
 T0, T1 = TopicPartition("t", 0), TopicPartition("t", 1)
 
 
@@ -339,25 +341,22 @@ def test_a_user_handler_with_a_stop_mid_batch_keeps_what_was_sent():
     assert worker._checkpoint.pending == {T0: 1} and producer.produced == 1
 
 
-class TrickleConsumer:
-    """librdkafka's batch consume on a virtual clock: ``consume(n, timeout)`` returns once it
-    holds n messages or the timeout passed. Three records are fetched; then the run stops."""
+class TrickleConsumer(BatchConsumer):
+    """librdkafka's batch consume on a virtual clock (test_polling's stand-in) with what the loop
+    also asks of a consumer. Three records are fetched; once they are taken, the run stops."""
 
     def __init__(self, state):
-        self.state, self.now = state, 0.0
-        self.queue = [Msg("t", 0, offset) for offset in range(3)]
+        super().__init__([(0.0, Msg("t", 0, offset)) for offset in range(3)])
+        self.state = state
 
     def subscribe(self, topics, **callbacks):
         pass
 
     def consume(self, num_messages, timeout):
-        if not self.queue:
+        if not self.arrivals:
             self.state.request_stop()
             return []
-        if len(self.queue) < num_messages:
-            self.now += timeout  # short of a full batch: waits out the timeout
-        taken, self.queue = self.queue[:num_messages], self.queue[num_messages:]
-        return taken
+        return super().consume(num_messages, timeout)
 
     def position(self, partitions):
         return [KafkaTopicPartition(p.topic, p.partition, 3) for p in partitions]
