@@ -91,6 +91,9 @@ class Cluster:
     def __init__(self, net, conf: Dict[str, str], client_id: str, side: str) -> None:
         from kafka.net.compat import KafkaNetClient
 
+        from .frames import install
+
+        install()
         self.side = side
         self.bootstrap = conf["bootstrap.servers"]
         self._net = net
