@@ -119,12 +119,12 @@ def ingest(args) -> float:
     from mirror_maker.records import TopicPartition as TP
     from mirror_maker.shallow.batches import split
     from mirror_maker.shallow.connections import Cluster
-    from mirror_maker.shallow.producer import RawProducer
+    from mirror_maker.shallow.producer import RawProducer, connections
 
     net, state = NetworkSelector(), RunState()
     source = Cluster(net, {"bootstrap.servers": args.bootstrap}, "limit-ingest-source", "source")
-    target = Cluster(net, {"bootstrap.servers": args.target}, "limit-ingest-target", "target")
-    for cluster in (source, target):
+    targets = connections(net, {"bootstrap.servers": args.target}, "limit-ingest-target")
+    for cluster in (source, *targets):
         cluster.connect()
     source.track([args.topic])
     batches = []
@@ -143,9 +143,10 @@ def ingest(args) -> float:
                 break
             batches += [(partition, b) for b in found]
             position = found[-1].next_offset
-    producer = RawProducer(target, net, state, True, MirrorMetrics())
+    producer = RawProducer(targets, net, state, True, MirrorMetrics())
     producer.init_producer_id()
-    target.track([args.topic])
+    for target in targets:
+        target.track([args.topic])
     started = time.monotonic()
     for partition, batch in batches:
         producer.send(args.topic, partition, batch, TP(args.topic, partition))

@@ -3,7 +3,14 @@
 It asks the target for its own producer id (InitProducerId) and gives every batch the next
 sequence of its partition when the batch is first sent. Each request carries at most one batch
 per partition (Kafka refuses more), several partitions per request, and up to 5 requests are in
-flight per broker (the idempotent producer's limit, within which the broker deduplicates).
+flight per connection (the idempotent producer's limit, within which the broker deduplicates).
+
+It has ``CONNECTIONS_PER_BROKER`` connections to every target broker, each partition always on
+the same one (partition number modulo their count), so a partition's batches stay in one
+connection's order. A broker handles one request of a connection at a time; with one connection
+the target appended our batches one request after the other while the machine had idle CPU
+(measured on Kafka 4.4, 1 KB uncompressed records: 200k records/s with one, 280k with two,
+no more with three or four on 2 cores).
 
 Kafka appends a partition's batches only in sequence order, so after a failure the batches not
 acknowledged are exactly those to send again, with the same sequences: a retriable error (a
@@ -21,7 +28,7 @@ import logging
 import time
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Deque, Dict, List, Optional, Tuple
+from typing import Deque, Dict, List, Optional, Sequence, Tuple
 
 from ..errors import ClientFailed, SendFailed
 from ..records import TopicPartition
@@ -31,6 +38,7 @@ from .connections import MAX_PRODUCE_VERSION, Cluster, guarded
 log = logging.getLogger("mirror_maker.shallow")
 
 MAX_IN_FLIGHT = 5
+CONNECTIONS_PER_BROKER = 2
 WAIT_LOG_EVERY_S = 10.0
 _SEQUENCE_WRAP = 2 ** 31
 INIT_TIMEOUT_S = 60.0
@@ -89,10 +97,16 @@ class PartitionLog:
         return sum(1 for entry in self.entries if entry.in_flight)
 
 
+def connections(net, conf: Dict[str, str], client_id: str) -> List[Cluster]:
+    """The producer's connections to the target (one client each, the same client id)."""
+    return [Cluster(net, conf, client_id, "target") for _ in range(CONNECTIONS_PER_BROKER)]
+
+
 class RawProducer:
-    def __init__(self, cluster: Cluster, net, state, abort_on_send_failure: bool, metrics,
+    def __init__(self, clusters: Sequence[Cluster], net, state, abort_on_send_failure: bool, metrics,
                  errors=None, request_timeout_ms: int = 30000) -> None:
-        self._cluster = cluster
+        self._lanes = list(clusters)  # see the module docstring
+        self._cluster = self._lanes[0]  # for what is asked once: the producer id
         self._net = net
         self._state = state
         self._abort = abort_on_send_failure
@@ -100,7 +114,7 @@ class RawProducer:
         self._errors = errors
         self._timeout_ms = request_timeout_ms
         self._logs: Dict[Tuple[str, int], PartitionLog] = {}
-        self._node_in_flight: Dict[int, int] = {}
+        self._node_in_flight: Dict[Tuple[int, int], int] = {}  # per (lane, broker)
         self.producer_id = -1
         self.producer_epoch = -1
         #: Our sequences may no longer match the broker's (a partition dropped with batches in
@@ -145,7 +159,8 @@ class RawProducer:
         """Queue one batch for a target partition (sent by ``pump``)."""
         log_ = self._logs.get((topic, partition))
         if log_ is None:
-            self._cluster.track([topic])
+            for lane in self._lanes:
+                lane.track([topic])
             log_ = self._logs[(topic, partition)] = PartitionLog()
         log_.entries.append(Entry(batch, source))
         self.queued_bytes += batch.size
@@ -155,22 +170,22 @@ class RawProducer:
         return bool(log_ and log_.entries)
 
     def pump(self) -> None:
-        """Send what can go now: per broker, up to 5 requests in flight, one batch per partition
-        per request, each partition's batches in order."""
+        """Send what can go now: per connection, up to 5 requests in flight, one batch per
+        partition per request, each partition's batches in order."""
         if self._renew and not self._renewed():
             return
         while not self._state.failed:
             sent = False
-            for node, items in self._sendable().items():
-                if self._node_in_flight.get(node, 0) < MAX_IN_FLIGHT and self._cluster.ready(node):
-                    self._send_request(node, items)
+            for (lane, node), items in self._sendable().items():
+                if self._node_in_flight.get((lane, node), 0) < MAX_IN_FLIGHT and self._lanes[lane].ready(node):
+                    self._send_request((lane, node), items)
                     sent = True
             if not sent:
                 return
 
-    def _sendable(self) -> Dict[int, List[Tuple[Tuple[str, int], Entry]]]:
-        """Per leader, each partition's next batch that may go now."""
-        ready: Dict[int, List[Tuple[Tuple[str, int], Entry]]] = {}
+    def _sendable(self) -> Dict[Tuple[int, int], List[Tuple[Tuple[str, int], Entry]]]:
+        """Per connection to a leader (lane, broker), each partition's next batch that may go now."""
+        ready: Dict[Tuple[int, int], List[Tuple[Tuple[str, int], Entry]]] = {}
         for key, log_ in self._logs.items():
             if not log_.entries:
                 continue
@@ -183,13 +198,14 @@ class RawProducer:
             entry = next((e for e in log_.entries if not e.in_flight and not e.acked), None)
             if entry is None:
                 continue
-            node = self._cluster.route(*key)
+            lane = key[1] % len(self._lanes)
+            node = self._lanes[lane].route(*key)
             if node is None:
                 continue
-            ready.setdefault(node, []).append((key, entry))
+            ready.setdefault((lane, node), []).append((key, entry))
         return ready
 
-    def _send_request(self, node: int, items) -> None:
+    def _send_request(self, connection: Tuple[int, int], items) -> None:
         from kafka.protocol.producer import ProduceRequest
 
         by_topic: Dict[str, list] = {}
@@ -207,11 +223,12 @@ class RawProducer:
                                  topic_data=[ProduceRequest.TopicProduceData(name=t, partition_data=p)
                                              for t, p in by_topic.items()],
                                  max_version=MAX_PRODUCE_VERSION)
-        self._node_in_flight[node] = self._node_in_flight.get(node, 0) + 1
-        future = self._cluster.send(node, request)
+        self._node_in_flight[connection] = self._node_in_flight.get(connection, 0) + 1
+        lane, node = connection
+        future = self._lanes[lane].send(node, request)
         sent = [(key, entry) for key, entry in items]
-        future.add_callback(guarded(self._on_response, self._state), node, sent)
-        future.add_errback(guarded(self._on_request_failed, self._state), node, sent)
+        future.add_callback(guarded(self._on_response, self._state), connection, sent)
+        future.add_errback(guarded(self._on_request_failed, self._state), connection, sent)
 
     def _renewed(self) -> bool:
         """A new producer id, and every batch not acknowledged gets a new sequence from 0 (what
@@ -228,8 +245,8 @@ class RawProducer:
 
     # -- answers -----------------------------------------------------------------------
 
-    def _on_response(self, node: int, sent, response) -> None:
-        self._node_in_flight[node] -= 1
+    def _on_response(self, connection: Tuple[int, int], sent, response) -> None:
+        self._node_in_flight[connection] -= 1
         codes = {(topic.name, p.index): (p.error_code, p.error_message)
                  for topic in response.responses for p in topic.partition_responses}
         now_ms = time.time() * 1000.0
@@ -261,10 +278,10 @@ class RawProducer:
         first = bool(log_) and next((e for e in log_.entries if not e.acked), None) is entry
         return first and entry.sent_sequence == entry.sequence
 
-    def _on_request_failed(self, node: int, sent, exc) -> None:
-        self._node_in_flight[node] -= 1
-        log.debug("produce request to node %s failed: %s", node, exc)
-        self._cluster.refresh()
+    def _on_request_failed(self, connection: Tuple[int, int], sent, exc) -> None:
+        self._node_in_flight[connection] -= 1
+        log.debug("produce request to node %s (connection %d) failed: %s", connection[1], connection[0], exc)
+        self._refresh()
         for key, entry in sent:
             entry.in_flight = False
             if key in self._logs:
@@ -273,7 +290,12 @@ class RawProducer:
     def _retry(self, key, code: int) -> None:
         self._logs[key].rewind = True
         if code in (3, 5, 6, 74, 75):
-            self._cluster.refresh()
+            self._refresh()
+
+    def _refresh(self) -> None:
+        """New metadata for every connection's client: each routes by its own."""
+        for lane in self._lanes:
+            lane.refresh()
 
     def _acknowledged(self, key, now_ms: float) -> None:
         log_ = self._logs[key]

@@ -28,7 +28,7 @@ from ..errors import ClientFailed, HandlerFailed, MirrorFailure
 from ..records import RawBatch, TopicPartition
 from .connections import Cluster, FETCH_MAX_BYTES
 from .fetcher import FETCH_WAIT_MS, RawFetcher, Work
-from .producer import RawProducer
+from .producer import RawProducer, connections
 
 #: How long the record path may wait for its range before trying again later.
 RECORD_PATH_TIMEOUT_S = 30.0
@@ -60,7 +60,7 @@ class RawMirrorThread(MirrorThread):
             super().run()
         finally:
             if self._raw is not None:
-                for cluster in (self._source, self._target):
+                for cluster in (self._source, *self._targets):
                     cluster.close()
                 self._net.close()
 
@@ -72,15 +72,16 @@ class RawMirrorThread(MirrorThread):
         self._net = NetworkSelector()
         self._source = Cluster(self._net, self._config.consumer, f"{self._config.group_id}-{self.index}-raw",
                                "source")
-        self._target = Cluster(self._net, self._config.producer, f"producer-raw-{self.index}", "target")
+        self._targets = connections(self._net, self._config.producer, f"producer-raw-{self.index}")
         isolation = 0 if self._config.consumer.get("isolation.level", "read_committed") == "read_uncommitted" else 1
         self._fetcher = RawFetcher(self._source, self._state, isolation,
                                    int(self._config.consumer.get("fetch.max.bytes", FETCH_MAX_BYTES)))
-        raw = RawProducer(self._target, self._net, self._state, self._config.abort_on_send_failure,
+        raw = RawProducer(self._targets, self._net, self._state, self._config.abort_on_send_failure,
                           self._metrics, self._producer.errors)
         # The topics the group will assign from, and their target topics where they exist.
         self._source.connect(self._subscribed_topics)
-        self._target.connect([target for topic in self._subscribed_topics for target in self._targets_of(topic)])
+        for target in self._targets:
+            target.connect([remote for topic in self._subscribed_topics for remote in self._targets_of(topic)])
         raw.init_producer_id(self._state.deadline)
         self._raw = raw
 

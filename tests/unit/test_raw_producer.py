@@ -56,7 +56,7 @@ class IdleNetwork:
 
 def producer(abort=True):
     state, target, metrics = RunState(), ScriptedTarget(), MirrorMetrics()
-    raw = RawProducer(target, IdleNetwork(), state, abort, metrics)
+    raw = RawProducer([target], IdleNetwork(), state, abort, metrics)
     raw.producer_id, raw.producer_epoch = 7, 0
     return raw, target, state, metrics
 
@@ -167,3 +167,31 @@ def test_out_of_order_on_the_first_unacknowledged_batch_takes_a_new_producer_id_
     raw.pump()
     assert renewed == [8]
     assert target.producer_ids[2] == 8 and target.carried(2) == [(0, 0, 5)]
+
+
+def test_each_partition_keeps_to_one_of_two_connections_with_up_to_5_requests_in_flight_on_each():
+    state, lanes = RunState(), [ScriptedTarget(), ScriptedTarget()]
+    raw = RawProducer(lanes, IdleNetwork(), state, True, MirrorMetrics())
+    raw.producer_id, raw.producer_epoch = 7, 0
+    for partition in range(4):
+        queue(raw, *[1] * 7, partition=partition)
+    raw.pump()
+    for lane in lanes:  # one batch of each partition until its first acknowledgement
+        lane.answer(0)
+    raw.pump()
+    assert [len(lane.requests) for lane in lanes] == [6, 6]  # the first, answered, then 5 in flight on each
+    for number, lane in enumerate(lanes):
+        carried = [entry for index in range(len(lane.requests)) for entry in lane.carried(index)]
+        assert {partition for partition, _seq, _count in carried} == {number, number + 2}
+        for partition in (number, number + 2):  # each partition's sequences in order on its connection
+            assert [seq for p, seq, _count in carried if p == partition] == list(range(6))
+    lanes[1].answer(1)
+    raw.pump()
+    assert [len(lane.requests) for lane in lanes] == [6, 7]  # only the answered connection sends again
+    while any(not future.is_done for lane in lanes for _carried, future in lane.requests):
+        for lane in lanes:
+            for index, (_carried, future) in enumerate(list(lane.requests)):
+                if not future.is_done:
+                    lane.answer(index)
+        raw.pump()
+    assert raw.acked_records == 28 and raw.pending() == 0
