@@ -96,8 +96,6 @@ class MirrorProducer:
         self._max_block_s = None if max_block_ms is None else max_block_ms / 1000.0
         self._metrics = metrics or MirrorMetrics()
         self._topic_limits = {} if topic_limits is None else topic_limits
-        self._metrics.queue_depth = self.__len__
-        self._metrics.acknowledged = self.acknowledged
         self._warned_deadline: Optional[float] = None
 
     def __len__(self) -> int:

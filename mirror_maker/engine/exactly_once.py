@@ -160,6 +160,9 @@ class ExactlyOnceThread(MirrorThread):
     def acknowledged(self) -> int:
         return self._txp.acknowledged() if self._txp is not None else 0
 
+    def waiting(self) -> int:
+        return len(self._txp) if self._txp is not None else 0
+
     # -- the loop ----------------------------------------------------------------------
 
     def _loop(self) -> None:

@@ -123,9 +123,10 @@ class MirrorMaker:
             ready = StreamsReady(len(self.threads))
             for thread in self.threads:
                 thread.streams_ready = ready
-        # Raw streams have producers of their own: their acknowledgements count too.
+        # Exactly-once and raw streams have producers of their own: they count too.
         self.metrics.acknowledged = lambda: (self.producer.acknowledged()
                                              + sum(thread.acknowledged() for thread in self.threads))
+        self.metrics.queue_depth = lambda: len(self.producer) + sum(thread.waiting() for thread in self.threads)
         self._status = StatusReporter(self.snapshot, config.status_interval_ms / 1000.0,
                                       progress=config.exit_when_caught_up)
         self.metrics.assigned_partitions = self.assigned

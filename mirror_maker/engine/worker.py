@@ -128,6 +128,10 @@ class MirrorThread(threading.Thread):
         """Records this thread's own producer had acknowledged (the shared one counts its own)."""
         return 0
 
+    def waiting(self) -> int:
+        """Records this thread's own producer holds for the target (the shared one counts its own)."""
+        return 0
+
     def _finish(self) -> None:
         try:
             if self._checkpoint is not None:

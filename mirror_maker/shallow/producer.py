@@ -350,6 +350,12 @@ class RawProducer:
         """Batches not acknowledged yet."""
         return sum(len(log_.entries) for log_ in self._logs.values())
 
+    def unacknowledged_records(self) -> int:
+        """Records of the batches not acknowledged yet (read by the metrics' thread: a copy of
+        each partition's queue, which the stream's thread changes)."""
+        return sum(entry.batch.record_count for log_ in list(self._logs.values()) for entry in list(log_.entries)
+                   if not entry.acked)
+
     def drop_partition(self, topic: str, partition: int) -> None:
         """Forget what is queued for a target partition (its source partition was revoked or
         lost). If batches of it were in doubt, the broker's sequence for it is unknown now."""

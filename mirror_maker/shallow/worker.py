@@ -91,6 +91,9 @@ class RawMirrorThread(MirrorThread):
     def acknowledged(self) -> int:
         return self._raw.acked_records if self._raw is not None else 0
 
+    def waiting(self) -> int:
+        return self._raw.unacknowledged_records() if self._raw is not None else 0
+
     # -- the loop ----------------------------------------------------------------------
 
     def _loop(self) -> None:

@@ -69,6 +69,7 @@ def test_every_record_once_and_the_offsets_on_the_target(tmp_path, source, targe
     assert_exactly_once(rows, [r.value for r in records])
     log = mirror.log()
     assert "transactional.id " + f"{files.group}.eos.0" in log and f"{files.group}.eos.1" in log
+    assert "2000 records mirrored in total" in log  # both shards' transactions counted, not the last one's
     assert "Traceback" not in log
 
 

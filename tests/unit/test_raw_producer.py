@@ -71,14 +71,17 @@ def queue(raw, *counts, partition=0):
 def test_one_batch_until_the_first_acknowledgement_then_pipelined_with_growing_sequences():
     raw, target, _state, _metrics = producer()
     queue(raw, 3, 2, 4)
+    assert raw.unacknowledged_records() == 9
     raw.pump()
     assert [target.carried(i) for i in range(len(target.requests))] == [[(0, 0, 3)]]
     target.answer(0)
     raw.pump()  # the target knows our sequence now: the rest may go at once
     assert [target.carried(i) for i in range(1, len(target.requests))] == [[(0, 3, 2)], [(0, 5, 4)]]
+    target.answer(2)  # the last first: acknowledged, but behind one that is not
+    assert raw.acked_records == 3 and raw.unacknowledged_records() == 2
     target.answer(1)
-    target.answer(2)
     assert raw.acked_records == 9 and raw.pending() == 0 and raw.queued_bytes == 0
+    assert raw.unacknowledged_records() == 0
     assert raw.flush(None) is True
 
 
