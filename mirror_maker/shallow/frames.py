@@ -106,7 +106,8 @@ class _HeaderReader:
 
 
 class FrameParser(KafkaProtocol):
-    """Decodes the whole frames of the transports above from a view of each (no copies)."""
+    """Decodes the whole frames of the transports above from a view of each (the frame is not
+    copied; the decoder copies the fields it returns, such as a fetch answer's records)."""
 
     @property
     def max_frame_size(self) -> int:
@@ -140,10 +141,10 @@ class FrameParser(KafkaProtocol):
 
 
 def install() -> bool:
-    """Use the one-copy reading for every connection kafka-python's network client makes from
-    now on; True if it is in use (the pinned kafka-python)."""
+    """Read frames this way on every connection kafka-python's network client makes from now
+    on; True if it is in use (the pinned kafka-python)."""
     if kafka.__version__ != SUPPORTED_VERSION:
-        log.debug("kafka-python %s: its own socket reading is used (the one-copy reading follows %s)",
+        log.debug("kafka-python %s: its own socket reading is used (the frame reading follows %s)",
                   kafka.__version__, SUPPORTED_VERSION)
         return False
     manager.KafkaTCPTransport, manager.KafkaSSLTransport = FrameTCPTransport, FrameSSLTransport

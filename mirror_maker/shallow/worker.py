@@ -60,7 +60,7 @@ class RawMirrorThread(MirrorThread):
             super().run()
         finally:
             if self._raw is not None:
-                for cluster in (self._source, *self._targets):
+                for cluster in (self._source, *self._target_connections):
                     cluster.close()
                 self._net.close()
 
@@ -72,15 +72,15 @@ class RawMirrorThread(MirrorThread):
         self._net = NetworkSelector()
         self._source = Cluster(self._net, self._config.consumer, f"{self._config.group_id}-{self.index}-raw",
                                "source")
-        self._targets = connections(self._net, self._config.producer, f"producer-raw-{self.index}")
+        self._target_connections = connections(self._net, self._config.producer, f"producer-raw-{self.index}")
         isolation = 0 if self._config.consumer.get("isolation.level", "read_committed") == "read_uncommitted" else 1
         self._fetcher = RawFetcher(self._source, self._state, isolation,
                                    int(self._config.consumer.get("fetch.max.bytes", FETCH_MAX_BYTES)))
-        raw = RawProducer(self._targets, self._net, self._state, self._config.abort_on_send_failure,
+        raw = RawProducer(self._target_connections, self._net, self._state, self._config.abort_on_send_failure,
                           self._metrics, self._producer.errors)
         # The topics the group will assign from, and their target topics where they exist.
         self._source.connect(self._subscribed_topics)
-        for target in self._targets:
+        for target in self._target_connections:
             target.connect([remote for topic in self._subscribed_topics for remote in self._targets_of(topic)])
         raw.init_producer_id(self._state.deadline)
         self._raw = raw

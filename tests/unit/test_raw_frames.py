@@ -106,7 +106,7 @@ def test_an_answer_to_another_request_is_refused():
         parser.receive_bytes([bytearray(fetch_answer(correlation_id + 1)[4:])])
 
 
-def test_the_pinned_kafka_python_gets_the_one_copy_reading():
+def test_the_pinned_kafka_python_gets_the_frame_reading():
     """setup.cfg pins kafka-python; a new pin must be checked against these subclasses (the
     internals they follow are not an API) before SUPPORTED_VERSION follows it."""
     from kafka.net import connection, manager
