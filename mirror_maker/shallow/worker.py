@@ -80,8 +80,9 @@ class RawMirrorThread(MirrorThread):
                           self._metrics, self._producer.errors)
         # The topics the group will assign from, and their target topics where they exist.
         self._source.connect(self._subscribed_topics)
+        remotes = [remote for topic in self._subscribed_topics for remote in self._targets_of(topic)]
         for target in self._target_connections:
-            target.connect([remote for topic in self._subscribed_topics for remote in self._targets_of(topic)])
+            target.connect(remotes)
         raw.init_producer_id(self._state.deadline)
         self._raw = raw
 
