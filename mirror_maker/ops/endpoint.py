@@ -15,6 +15,8 @@ from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 from prometheus_client import CollectorRegistry, make_wsgi_app
 
+from ..errors import ConfigError
+
 log = logging.getLogger("mirror_maker.endpoint")
 
 
@@ -34,8 +36,12 @@ class OpsServer:
         registry.register(collector)
         self._metrics_app = make_wsgi_app(registry)
         self._readiness = readiness
-        self._server = make_server(bind, port, self._app, server_class=_ThreadingServer,
-                                   handler_class=_QuietHandler)
+        try:
+            self._server = make_server(bind, port, self._app, server_class=_ThreadingServer,
+                                       handler_class=_QuietHandler)
+        except OSError as exc:  # in use, or an address this host does not have
+            raise ConfigError(f"--metrics.port {port} (--metrics.bind {bind}): cannot listen there: "
+                              f"{exc.strerror or exc}") from None
         self.port = self._server.server_port
         self._thread = threading.Thread(target=self._server.serve_forever, name="ops-http",
                                         daemon=True)

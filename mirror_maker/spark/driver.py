@@ -223,6 +223,12 @@ class SparkDriver:
         for key, value in self.spark.conf.items():
             if key not in self.spark.defaulted or key not in submitted:
                 conf.set(key, value)
+        if self.config.metrics_port is not None:
+            # Before the SparkContext: its JVM opens listening ports of its own, and a busy
+            # --metrics.port is one line before a cold start of seconds rather than after it.
+            self._metrics = WorkerMetrics(self._running, lambda: self.restarts)
+            self._ops = OpsServer(self.config.metrics_bind, self.config.metrics_port, self._metrics,
+                                  self.readiness).start()
         log.info("Starting Spark (master %s) for %d streams", self.spark.master, self.streams)
         logging.getLogger("py4j").setLevel(logging.WARNING)  # a line per gateway connection
         try:
@@ -241,10 +247,6 @@ class SparkDriver:
             self._sc.addPyFile(pack(name, location, self._workdir.name))
         for path in py_files:
             self._sc.addPyFile(path)
-        if self.config.metrics_port is not None:
-            self._metrics = WorkerMetrics(self._running, lambda: self.restarts)
-            self._ops = OpsServer(self.config.metrics_bind, self.config.metrics_port, self._metrics,
-                                  self.readiness).start()
 
     def _running(self) -> int:
         """Workers of the current job whose control connection is open."""

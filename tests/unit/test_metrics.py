@@ -6,6 +6,7 @@ import socket
 from pathlib import Path
 from types import SimpleNamespace
 
+import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 
 from mirror_maker.ops.metrics import MirrorMetrics, WindowStat
@@ -143,3 +144,16 @@ def test_a_replication_policy_adds_the_target_topic_label():
     metrics.target_topic = lambda topic: f"a.{topic}"
     assert 'mirrormaker_record_count_total{partition="2",target_topic="a.orders",topic="orders"} 3.0' in \
         exposition(metrics)
+
+
+def test_a_busy_metrics_port_is_one_line_naming_it():
+    from mirror_maker.errors import ConfigError
+    from mirror_maker.ops.endpoint import OpsServer
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        with pytest.raises(ConfigError, match=f"--metrics.port {port} \\(--metrics.bind 127.0.0.1\\): "
+                                              "cannot listen there: Address already in use"):
+            OpsServer("127.0.0.1", port, MirrorMetrics(), lambda: (True, "ok"))
