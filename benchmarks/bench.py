@@ -9,11 +9,14 @@ same brokers in the same run: the produce-only and consume-only limits of the Py
 Kafka's own MirrorMaker v1 (3.9, run as kafka-mirror-maker.sh runs it) and MirrorMaker 2
 (dedicated mode, tasks = streams); on both, the plain confluent-kafka loop; on Tansu,
 quix-streams' replicator. For each: records/s, MB/s, CPU seconds per GB (JVMs included) and
-peak RSS, medians of --runs runs; then the cost growth, a profile, results/<date>.json, .md, .png.
+peak RSS, medians of --runs runs; on Kafka, raw mode's goal row again with five times the records
+(RAW_GOAL: ingest limit, record mode, raw mode); then the cost growth, a profile,
+results/<date>.json, .md, .png.
 
 How a run is timed. On Apache Kafka every tool is timed the same way: from process start until
 a watcher sees every record on the target (exact high watermarks, read_committed: the last stable
-offsets, so a transactional tool counts only committed records), then SIGTERM; the time to the
+offsets, so a transactional tool counts only committed records; one ListOffsets request every
+10 ms), then SIGTERM; the time to the
 first mirrored record and the time from SIGTERM to exit are reported too. Exactly-once rows on
 Kafka only: ours (--exactly.once, default commit interval) against MirrorMaker 2 with
 exactly.once.source.support=enabled, next to the at-least-once rows. On Tansu, whose
@@ -53,7 +56,7 @@ from mirror_maker.embedded import die_with_parent  # noqa: E402
 
 WORKLOADS = [(100, 1_000_000), (1000, 200_000), (102400, 2_000)]
 GROUP_SETTINGS = "session.timeout.ms=2000\nheartbeat.interval.ms=200\nmax.poll.interval.ms=60000\n"
-WATCH_STEP_S = 0.05
+WATCH_STEP_S = 0.01
 #: What record mode's defaults were before the throughput work: a row with them shows what the
 #: new defaults gained, in the same run, on the same code.
 PREVIOUS_DEFAULTS = {"consumer": "fetch.queue.backoff.ms=1000\n",
@@ -61,6 +64,10 @@ PREVIOUS_DEFAULTS = {"consumer": "fetch.queue.backoff.ms=1000\n",
 #: The limits measured before each workload's rows (benchmarks/limit.py's modes).
 LIMIT_LABELS = {"produce": "limit: produce only", "consume": "limit: consume only",
                 "ingest": "limit: target ingest (raw batches)", "copy": "limit: copy loop (one thread)"}
+#: Raw mode's goal row (issue: 100 B lz4) again with enough records for its rate to be timed
+#: over seconds: of the regular workload, raw mode mirrors a million such records in 0.25 s once
+#: they flow, which a watcher's step and a run's start and end move by 10% either way.
+RAW_GOAL = (100, 5_000_000, "lz4")
 #: A run that has not mirrored everything by then has failed.
 RUN_TIMEOUT_S = 600
 #: A tool still running this long after its SIGTERM is killed.
@@ -277,6 +284,8 @@ class Bench:
             for size, count in workloads:
                 for compression in self.args.compressions.split(","):
                     section["workloads"].append(self.workload(brokers, size, count, compression))
+            if kind == "kafka" and self.args.raw_goal:
+                section["raw_goal"] = self.raw_goal(brokers)
 
     def rows(self, kind: str, streams_list) -> List[tuple]:
         """(label, run function) of every measured tool on this broker kind."""
@@ -324,6 +333,28 @@ class Bench:
         for label, run in rows:
             row["results"][label] = summarize(
                 [run(brokers, topic, compression, count, f"{brokers.kind}-{re.sub(r'[^a-z0-9]+', '-', label.lower())}-{i}")
+                 for i in range(self.args.runs)], count, size)
+            self._print(label, row["results"][label])
+        return row
+
+    def raw_goal(self, brokers: Brokers) -> dict:
+        """RAW_GOAL: the target's ingest limit, record mode and raw mode, nothing else."""
+        size, count, compression = RAW_GOAL
+        count = count // 10 if self.args.quick else count
+        print(f"\n== {brokers.kind}: raw mode's goal row, {size} B x {count:,} ({compression})", flush=True)
+        row = {"record_bytes": size, "records": count, "compression": compression, "results": {}}
+        topic = f"raw-goal-{size}{compression}"
+        brokers.create_topic(brokers.source.bootstrap, topic)
+        seed(brokers.source.bootstrap, [topic], size, count, compression)
+        row["results"][LIMIT_LABELS["ingest"]] = self._limit("ingest", brokers, size, count, compression, topic)
+        rows = [("mirror, --num.streams 1", self._ours(1)),
+                ("mirror --use.raw.bytes, --num.streams 1", self._ours(1, extra=("--use.raw.bytes",)))]
+        if self.args.warmup:
+            rows[1][1](brokers, topic, compression, count, f"{brokers.kind}-raw-goal-warmup")
+        for label, run in rows:
+            row["results"][label] = summarize(
+                [run(brokers, topic, compression, count,
+                     f"{brokers.kind}-raw-goal-{re.sub(r'[^a-z0-9]+', '-', label.lower())}-{i}")
                  for i in range(self.args.runs)], count, size)
             self._print(label, row["results"][label])
         return row
@@ -533,6 +564,8 @@ def main() -> None:
     parser.add_argument("--baseline", default=None,
                         help="a commit whose mirror runs as a row too (before -> after in the same run)")
     parser.add_argument("--warmup", type=int, default=1, help="a discarded run before each workload's rows")
+    parser.add_argument("--no-raw-goal", dest="raw_goal", action="store_false",
+                        help="skip raw mode's long goal row on Kafka (RAW_GOAL)")
     parser.add_argument("--skip-growth", action="store_true")
     parser.add_argument("--skip-profile", action="store_true")
     parser.add_argument("--quick", action="store_true", help="a tenth of the records, one run (a smoke test)")
@@ -560,7 +593,7 @@ def main() -> None:
     from report import write_report  # noqa: E402  (matplotlib only when a report is written)
 
     partial = bool(args.only or args.sizes or args.quick or args.skip_growth or args.skip_profile
-                   or args.brokers != parser.get_default("brokers"))
+                   or not args.raw_goal or args.brokers != parser.get_default("brokers"))
     paths = write_report(report, HERE / "results", partial)
     print(f"\nwritten: {', '.join(str(p.relative_to(ROOT)) for p in paths)} in {report['minutes']} min")
 

@@ -72,6 +72,8 @@ def _table(kind: str, section: dict, machine: dict) -> list:
             versus_copy = f"{after / copy:.2f}" if after and copy and "--use.raw.bytes" not in label else ""
             lines.append(f"| {_workload(row)} | {row['compression']} | {label} | {r['first_record_s']} | "
                          f"{f'{after:,}' if after else ''} | {ratio} | {versus_copy} | {r.get('stop_s')} |")
+    if section.get("raw_goal"):
+        lines += _raw_goal(section["raw_goal"], TITLES.get(kind, kind))
     spark = [(row, label, r) for row in section["workloads"] for label, r in row["results"].items()
              if "startup_s" in r]
     if spark:
@@ -95,6 +97,31 @@ def _table(kind: str, section: dict, machine: dict) -> list:
                   "| % of samples | Function |", "|---|---|"]
         lines += [f"| {p['percent']} | `{p['function']}` |" for p in section["profile"]]
     return lines + [""]
+
+
+def _raw_goal(row: dict, title: str) -> list:
+    """Raw mode's goal row, long run: against record mode and the target's ingest limit."""
+    results = row["results"]
+    ingest = results.get("limit: target ingest (raw batches)", {}).get("records_per_s")
+    record = results.get("mirror, --num.streams 1", {})
+    raw = results.get("mirror --use.raw.bytes, --num.streams 1", {})
+    lines = ["", f"### Raw mode's goal row, long run, on {title} ({_workload(row)}, {row['compression']})", "",
+             "The issue's goal for `--use.raw.bytes` at 100 B lz4: at least 3x record mode's records/s, at most "
+             "1/5 of its CPU s/GB, at least 0.9 of the target's ingest limit. Enough records for raw mode's rate to "
+             "be timed over seconds; the limit is timed over its own loop, so \"once flowing\" is the like-for-like "
+             "ratio.", "",
+             "| Run | records/s | CPU s/GB | Peak RSS MB | first record s | records/s after it |", "|---|---|---|---|---|---|"]
+    for label, r in results.items():
+        lines.append(f"| {label}{'' if r['ok'] else ' (failed)'} | {r['records_per_s']:,} | {r['cpu_s_per_gb']} | "
+                     f"{r['peak_rss_mb']} | {r.get('first_record_s', '')} | "
+                     f"{format(r['records_per_s_after_first'], ',') if r.get('records_per_s_after_first') else ''} |")
+    if raw and record and ingest:
+        flowing = raw.get("records_per_s_after_first")
+        lines += ["", f"Raw mode: {raw['records_per_s'] / record['records_per_s']:.1f}x record mode's records/s for "
+                  f"{raw['cpu_s_per_gb'] / record['cpu_s_per_gb']:.2f} of its CPU s/GB; against the ingest limit "
+                  f"{raw['records_per_s'] / ingest:.2f} end to end"
+                  + (f", {flowing / ingest:.2f} once flowing." if flowing else ".")]
+    return lines
 
 
 def markdown(report: dict) -> str:
