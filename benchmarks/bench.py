@@ -317,17 +317,20 @@ class Bench:
             rows = [row for row in rows if re.search(self.args.only, row[0])]
         return rows
 
-    def workload(self, brokers: Brokers, size: int, count: int, compression: str) -> dict:
+    def workload(self, brokers: Brokers, size: int, count: int, compression: str, limits=tuple(LIMIT_LABELS),
+                 rows: Optional[List[tuple]] = None, topic: Optional[str] = None) -> dict:
+        """One workload: seed, the ``limits`` (limit.py's modes), then the ``rows`` (label, run),
+        by default every row of this broker kind."""
         name = f"{size} B x {count:,} ({compression})"
         print(f"\n== {brokers.kind}: {name}", flush=True)
         row = {"record_bytes": size, "records": count, "compression": compression, "results": {}}
-        topic = f"w{size}{compression}"
+        topic = topic or f"w{size}{compression}"
         brokers.create_topic(brokers.source.bootstrap, topic)
         seed(brokers.source.bootstrap, [topic], size, count, compression)
-        for mode, label in LIMIT_LABELS.items():
-            row["results"][label] = self._limit(mode, brokers, size, count, compression,
-                                                None if mode == "produce" else topic)
-        rows = self.rows(brokers.kind, self.args.streams)
+        for mode in limits:
+            row["results"][LIMIT_LABELS[mode]] = self._limit(mode, brokers, size, count, compression,
+                                                             None if mode == "produce" else topic)
+        rows = self.rows(brokers.kind, self.args.streams) if rows is None else rows
         if rows and self.args.warmup:  # the first run after seeding is slower for every tool: not measured
             rows[0][1](brokers, topic, compression, count, f"{brokers.kind}-warmup")
         for label, run in rows:
@@ -340,24 +343,10 @@ class Bench:
     def raw_goal(self, brokers: Brokers) -> dict:
         """RAW_GOAL: the target's ingest limit, record mode and raw mode, nothing else."""
         size, count, compression = RAW_GOAL
-        count = count // 10 if self.args.quick else count
-        print(f"\n== {brokers.kind}: raw mode's goal row, {size} B x {count:,} ({compression})", flush=True)
-        row = {"record_bytes": size, "records": count, "compression": compression, "results": {}}
-        topic = f"raw-goal-{size}{compression}"
-        brokers.create_topic(brokers.source.bootstrap, topic)
-        seed(brokers.source.bootstrap, [topic], size, count, compression)
-        row["results"][LIMIT_LABELS["ingest"]] = self._limit("ingest", brokers, size, count, compression, topic)
         rows = [("mirror, --num.streams 1", self._ours(1)),
                 ("mirror --use.raw.bytes, --num.streams 1", self._ours(1, extra=("--use.raw.bytes",)))]
-        if self.args.warmup:
-            rows[1][1](brokers, topic, compression, count, f"{brokers.kind}-raw-goal-warmup")
-        for label, run in rows:
-            row["results"][label] = summarize(
-                [run(brokers, topic, compression, count,
-                     f"{brokers.kind}-raw-goal-{re.sub(r'[^a-z0-9]+', '-', label.lower())}-{i}")
-                 for i in range(self.args.runs)], count, size)
-            self._print(label, row["results"][label])
-        return row
+        return self.workload(brokers, size, count // 10 if self.args.quick else count, compression,
+                             limits=("ingest",), rows=rows, topic=f"raw-goal-{size}{compression}")
 
     @staticmethod
     def _print(label: str, r: dict) -> None:
