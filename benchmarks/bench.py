@@ -182,7 +182,7 @@ def measure(command, log_path: Path, env=None, whole_tree: bool = False,
                 process.kill()  # a tool that does not stop on SIGTERM (seen: MirrorMaker 2 after a failed start)
             elif watch is None and now - started > RUN_TIMEOUT_S:
                 process.kill()
-            time.sleep(WATCH_STEP_S if watch is not None and stop_sent is None else 0.05)
+            time.sleep(WATCH_STEP_S if watch is not None else 0.05)  # the stop is timed to a step too
         if watch is not None and stop_sent is None and (watch() or 0) >= expected:
             done = time.monotonic() - started  # a tool that stops by itself after its count
     ended = time.monotonic()

@@ -38,7 +38,8 @@ from ..errors import SendFailed
 from ..offsets.transactional import (TargetOffsets, TransactionAborted, TransactionalCommitter, fence,
                                      fenced_or_fatal, shard_number, shard_partitions, transactional_id)
 from ..records import TopicPartition
-from .worker import COMMITTED_TIMEOUT_S, LAG_UPDATE_S, MirrorThread, _NO_TIMESTAMP, _UNASSIGNED, _describe
+from .worker import (COMMITTED_TIMEOUT_S, LAG_UPDATE_S, POLL_TIMEOUT_S, MirrorThread, _NO_TIMESTAMP, _UNASSIGNED,
+                     _describe)
 
 #: A transaction also commits once it holds this many records (besides the commit interval).
 MAX_TRANSACTION_RECORDS = 500_000
@@ -175,7 +176,7 @@ class ExactlyOnceThread(MirrorThread):
             if not self.assigned:
                 self._state.wait(0.2)
                 continue
-            messages = poll(consumer, batch_size, 0.2)
+            messages = poll(consumer, batch_size, POLL_TIMEOUT_S)
             if messages:
                 self._in_transaction += len(messages)
                 if self._tracking:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from typing import Optional
+from typing import Callable, List, Optional
 
 from ..errors import MirrorFailure
 
@@ -26,6 +26,7 @@ class RunState:
         self._stop = threading.Event()
         self.failure: Optional[MirrorFailure] = None
         self.stop_signal: Optional[int] = None
+        self._on_stop: List[Callable[[], None]] = []
 
     @property
     def stopping(self) -> bool:
@@ -41,7 +42,7 @@ class RunState:
                 self.stop_signal = signum
             if self.deadline is None:
                 self.deadline = time.monotonic() + self._shutdown_timeout_s
-        self._stop.set()
+        self._set_stop()
 
     def fail(self, failure: MirrorFailure) -> bool:
         """Record a fatal failure and stop everything; True if it was the first one."""
@@ -51,8 +52,26 @@ class RunState:
                 self.failure = failure
         if not first:
             log.debug("further failure after the first: %s", failure)
-        self._stop.set()
+        self._set_stop()
         return first
+
+    def on_stop(self, wake: Callable[[], None]) -> None:
+        """Call ``wake`` when a stop is requested (at once if it already was): for a thread that
+        waits on something other than :meth:`wait`, such as a network selector's poll."""
+        with self._lock:
+            self._on_stop.append(wake)
+        if self.stopping:
+            wake()
+
+    def _set_stop(self) -> None:
+        self._stop.set()
+        with self._lock:
+            wakes = list(self._on_stop)
+        for wake in wakes:
+            try:
+                wake()
+            except Exception:  # a closed selector: its thread is gone already
+                log.debug("waking a thread for the stop failed", exc_info=True)
 
     def wait(self, timeout_s: float) -> bool:
         """Wait up to ``timeout_s`` for a stop; True if stopping."""

@@ -23,7 +23,7 @@ from typing import List
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
 from ..clients.polling import poll
-from ..engine.worker import MirrorThread, _NO_TIMESTAMP
+from ..engine.worker import POLL_TIMEOUT_S, MirrorThread, _NO_TIMESTAMP
 from ..errors import ClientFailed, HandlerFailed, MirrorFailure
 from ..records import RawBatch, TopicPartition
 from .connections import Cluster, FETCH_MAX_BYTES
@@ -70,6 +70,7 @@ class RawMirrorThread(MirrorThread):
         from kafka.net.selector import NetworkSelector
 
         self._net = NetworkSelector()
+        self._state.on_stop(self._net.wakeup)  # an idle loop waits in poll() up to FETCH_WAIT_MS
         self._source = Cluster(self._net, self._config.consumer, f"{self._config.group_id}-{self.index}-raw",
                                "source")
         self._target_connections = connections(self._net, self._config.producer, f"producer-raw-{self.index}")
@@ -182,7 +183,7 @@ class RawMirrorThread(MirrorThread):
         last_seen, quiet_since = item.first - 1, time.monotonic()
         try:
             while tp in self.assigned and not self._state.stopping and time.monotonic() < deadline:
-                messages = poll(consumer, 500, 0.2)
+                messages = poll(consumer, 500, POLL_TIMEOUT_S)
                 for msg in messages:
                     if msg.error() is not None or msg.topic() != tp.topic or msg.partition() != tp.partition:
                         continue
