@@ -151,7 +151,7 @@ class RawProducer:
             if time.monotonic() >= deadline or self._state.stopping:
                 raise ClientFailed(f"the target cluster ({self._cluster.bootstrap}) gave the raw producer "
                                    f"no producer id: {error}")
-            time.sleep(0.2)
+            self._state.wait(0.2)  # a stop ends the retries at once
 
     # -- sending -----------------------------------------------------------------------
 
