@@ -6,7 +6,7 @@ from mirror_maker.engine.state import RunState
 from mirror_maker.errors import ClientFailed
 
 
-def test_a_requested_stop_wakes_every_registered_waiter_once():
+def test_a_requested_stop_wakes_every_registered_waiter():
     state, woken = RunState(), []
     state.on_stop(lambda: woken.append("a"))
     state.on_stop(lambda: woken.append("b"))
