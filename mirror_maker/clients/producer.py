@@ -359,10 +359,14 @@ class MirrorProducer:
                 break
             now = time.monotonic()
             if deadline is not None and now >= deadline:
+                self._serve(0)  # the queue's length counts events waiting for a poll too
+                left = len(self._producer)
+                if left == 0:
+                    continue
                 if self._warned_deadline != deadline:
                     self._warned_deadline = deadline
                     log.warning("%d records not acknowledged by the target before the deadline; "
-                                "their offsets are not committed", len(self._producer))
+                                "their offsets are not committed", left)
                 return False
             step = FLUSH_STEP_S if deadline is None else max(0.0, min(FLUSH_STEP_S, deadline - now))
             self._serve(step, flush=True)

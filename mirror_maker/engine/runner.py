@@ -160,7 +160,7 @@ class MirrorMaker:
                                                  options.replication_factor)
             for thread in self.threads:
                 thread.offset_syncs = OffsetSyncWriter(self._syncs_topic, target_admin, rules.remote,
-                                                       options.offset_lag_max)
+                                                       options.offset_lag_max, self.state)
             if options.emit_checkpoints and self._topic_sync is not None:
                 store = OffsetSyncStore(cluster, name)
         if self._topic_sync is not None:

@@ -383,7 +383,11 @@ class MirrorThread(threading.Thread):
         self.rebalanced = True
         self._metrics.rebalanced("assigned")
         self._log.info("Assigned %s", _describe(tps))
-        if tps:
+        if tps and self._state.stopping:
+            # Served by the consumer's close after a stop: nothing more is mirrored, so no target
+            # topic check or position lookup, each of which waits up to 10 s for a cluster away.
+            self._assign_positions(consumer, partitions)
+        elif tps:
             self._ensure_target_topics(tps)
             if self.offset_syncs is not None:  # where their next records will land, before any goes out
                 self.offset_syncs.assigned(tps)
@@ -439,7 +443,7 @@ class MirrorThread(threading.Thread):
         remote = self._target_topics.remote
         return [remote(topic) for topic in target_topics(source_topic)]
 
-    def _assign_from_positions(self, consumer, partitions) -> None:
+    def _assign_from_positions(self, consumer, partitions) -> list:
         """Assign, resolving ``auto.offset.reset`` here for partitions without a committed offset.
 
         Resolving it ourselves (rather than at librdkafka's first fetch) makes the "Resetting
@@ -476,11 +480,14 @@ class MirrorThread(threading.Thread):
         for tp in positions:
             if tp.offset >= 0:
                 self._start_offsets[TopicPartition(tp.topic, tp.partition)] = tp.offset
+        self._assign_positions(consumer, positions)
+        return positions
+
+    def _assign_positions(self, consumer, positions) -> None:
         if self._incremental:
             consumer.incremental_assign(positions)
         else:
             consumer.assign(positions)
-        return positions
 
     def _grown_partitions(self, missing: List[TopicPartition], committed_of) -> set:
         """With ``--refresh.topics.enabled``: of the partitions without a committed offset, those

@@ -152,7 +152,9 @@ def ensure_topic(admin, name: str, replication_factor: Optional[int], compacted:
 class OffsetSyncWriter:
     """One mirror thread's offset syncs: its partitions' runs, planned after each flush."""
 
-    def __init__(self, topic: OffsetSyncsTopic, target_admin, remote, lag_max: int) -> None:
+    def __init__(self, topic: OffsetSyncsTopic, target_admin, remote, lag_max: int, state) -> None:
+        """``state``: the run's ``RunState`` (a stop ends the wait for a partition's end)."""
+        self._state = state
         self._topic = topic
         self._admin = target_admin
         self._remote = remote
@@ -176,7 +178,9 @@ class OffsetSyncWriter:
                                 "commit", exc.args[0].str())
                     ends = {tp: None for tp in tps}
                     break
-                time.sleep(0.2)
+                if self._state.wait(0.2):  # stopping: nothing more is mirrored
+                    ends = {tp: None for tp in tps}
+                    break
         for tp, end in ends.items():
             self._partitions[tp] = PartitionSyncs(end)
 

@@ -10,6 +10,8 @@ both sides of a stream share one network selector, driven by the stream's own th
 from __future__ import annotations
 
 import logging
+import threading
+import time
 from typing import Dict, Iterable, List, Optional
 
 from ..errors import ConfigError
@@ -22,12 +24,40 @@ logging.getLogger("kafka").setLevel(max(logging.WARNING, logging.getLogger().get
 #: says it once instead.
 logging.getLogger("kafka.cluster").addFilter(
     lambda record: "not found in cluster metadata" not in record.getMessage())
+#: ... and three lines at every attempt to reach a broker that is away (backing off to 10 s):
+#: ``Cluster.connect`` says it once in a while, naming the cluster and the last reason, and the
+#: confluent clients of the same stream say it for the same clusters while running. Shown when
+#: the mirror logs at DEBUG.
+_RETRY_LINES = ("Connection failed:", "Connection lost:", "Bootstrap connection to", "not ready; waiting",
+                "Bootstrap failed:")  # (ours never has a deadline: it fails only when closed by a stop)
+#: The last reason a bootstrap attempt of this thread failed (each stream's selector runs in it).
+_last_failure = threading.local()
+
+
+def _not_a_retry(record: logging.LogRecord) -> bool:
+    message = record.getMessage()
+    if not any(line in message for line in _RETRY_LINES):
+        return True
+    reason = next((arg for arg in record.args or () if isinstance(arg, BaseException)), None)
+    if reason is not None:  # kafka-python's errors name their type themselves
+        name = type(reason).__name__
+        _last_failure.reason = str(reason) if str(reason).startswith(name) else f"{name}: {reason}"
+    return logging.getLogger().isEnabledFor(logging.DEBUG)
+
+
+for _name in ("kafka.net.manager", "kafka.net.connection"):
+    logging.getLogger(_name).addFilter(_not_a_retry)
 
 #: Fetch and Produce versions that still name topics (13 and later use topic ids).
 MAX_FETCH_VERSION = 12
 MAX_PRODUCE_VERSION = 9
 FETCH_MAX_BYTES = 52428800  # librdkafka's fetch.max.bytes default
 METADATA_TIMEOUT_MS = 30000
+#: How often a wait on a cluster looks at the run state: a stop ends it within this.
+WAIT_STEP_MS = 100
+#: While a cluster cannot be reached at start-up, when that is logged first, then how often.
+UNREACHABLE_FIRST_LOG_S = 3.0
+UNREACHABLE_LOG_EVERY_S = 10.0
 _SASL = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 
 
@@ -86,9 +116,12 @@ def guarded(callback, state):
 
 
 class Cluster:
-    """One side's protocol client on a shared selector: metadata, leaders, requests."""
+    """One side's protocol client on a shared selector: metadata, leaders, requests.
 
-    def __init__(self, net, conf: Dict[str, str], client_id: str, side: str) -> None:
+    Its blocking calls wait on the selector in steps and end at a stop of ``state`` (the run's
+    ``RunState``; none: they wait out their timeouts)."""
+
+    def __init__(self, net, conf: Dict[str, str], client_id: str, side: str, state=None) -> None:
         from kafka.net.compat import KafkaNetClient
 
         from .frames import install
@@ -97,27 +130,77 @@ class Cluster:
         self.side = side
         self.bootstrap = conf["bootstrap.servers"]
         self._net = net
+        self._state = state
         self.client = KafkaNetClient(net=net, **net_configs(conf, client_id))
         # kafka-python asks brokers to create the topics it tracks when they are missing: a
         # source topic deleted while mirrored would come back, a target topic with the broker's
         # default partitions. The mirror creates target topics itself.
         self.client.cluster.config["allow_auto_create_topics"] = False
+        self._bootstrap = None  # its future, until the cluster answered
         self._topics: set = set()
         self._seen: set = set()  # tracked topics the metadata had
         self._missing: set = set()  # of those, the ones it lacks now, already logged
 
-    def connect(self, topics: Iterable[str] = (), timeout_ms: int = METADATA_TIMEOUT_MS) -> None:
+    def connect(self, topics: Iterable[str] = ()) -> bool:
         """Bootstrap; the metadata of ``topics`` comes with it. A topic tracked only afterwards
         waits out kafka-python's retry backoff since the bootstrap's request (100 ms: measured on
-        the raw path's start-up, between the assignment and the first fetch)."""
+        the raw path's start-up, between the assignment and the first fetch).
+
+        A cluster that cannot be reached is tried again (with the reconnect backoff) until it
+        answers, as the confluent clients keep trying; False when a stop came first."""
         self._add(topics)
-        self.client.check_version(timeout_ms=timeout_ms)
+        future = self._bootstrap = self.client._manager.bootstrap_async()  # no deadline: retried until closed
+        started, wait_s = time.monotonic(), UNREACHABLE_FIRST_LOG_S
+        _last_failure.reason = "no answer"
+        while not self._wait(future, wait_s * 1000):
+            if self._stopping():
+                return False
+            log.error("Cannot reach the %s cluster at %s for the raw path: %s (for %.0f s; retrying)",
+                      self.side, self.bootstrap, _last_failure.reason, time.monotonic() - started)
+            wait_s = UNREACHABLE_LOG_EVERY_S
+        if future.failed():
+            raise future.exception
+        return True
 
     def track(self, topics: Iterable[str], timeout_ms: int = METADATA_TIMEOUT_MS) -> None:
         """Keep metadata (partition leaders) for these topics, waiting for it when they are new."""
         future = self._add(topics)
         if future is not None:
-            self._net.poll(timeout_ms=timeout_ms, future=future)
+            self._wait(future, timeout_ms)
+
+    def ask(self, node: int, request, timeout_ms: int):
+        """One request and its answer: None when a stop came first; a ``KafkaTimeoutError`` or
+        the request's failure when it failed."""
+        from kafka.errors import KafkaTimeoutError
+
+        deadline = time.monotonic() + timeout_ms / 1000
+        while not self.ready(node):  # ready() starts the connection
+            if self._stopping():
+                return None
+            if time.monotonic() >= deadline:
+                raise KafkaTimeoutError(f"node {node} not ready after {timeout_ms} ms")
+            self._net.poll(timeout_ms=WAIT_STEP_MS)
+        future = self.send(node, request)
+        if not self._wait(future, max(0.0, deadline - time.monotonic()) * 1000):
+            if self._stopping():
+                return None
+            raise KafkaTimeoutError(f"no answer from node {node} in {timeout_ms} ms")
+        if future.failed():
+            raise future.exception
+        return future.value
+
+    def _wait(self, future, timeout_ms: float) -> bool:
+        """Drive the selector until ``future`` is done (True), the timeout passed or a stop."""
+        deadline = time.monotonic() + timeout_ms / 1000
+        while not future.is_done:
+            left_ms = (deadline - time.monotonic()) * 1000
+            if left_ms <= 0 or self._stopping():
+                return False
+            self._net.poll(timeout_ms=min(WAIT_STEP_MS, left_ms), future=future)
+        return True
+
+    def _stopping(self) -> bool:
+        return self._state is not None and self._state.stopping
 
     def _add(self, topics: Iterable[str]):
         """Track these topics too: the future of the metadata request that asks for them, or None
@@ -169,3 +252,7 @@ class Cluster:
     def close(self) -> None:
         # Only this client's connections: the selector is shared and closed by its owner.
         self.client._manager.close()
+        if self._bootstrap is not None and not self._bootstrap.is_done:
+            # A stop during the retries: let the bootstrap end on the close while the selector
+            # runs (left pending, it is torn down with the interpreter, and says so on stderr).
+            self._net.poll(timeout_ms=WAIT_STEP_MS, future=self._bootstrap)

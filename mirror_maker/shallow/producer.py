@@ -97,9 +97,9 @@ class PartitionLog:
         return sum(1 for entry in self.entries if entry.in_flight)
 
 
-def connections(net, conf: Dict[str, str], client_id: str) -> List[Cluster]:
+def connections(net, conf: Dict[str, str], client_id: str, state=None) -> List[Cluster]:
     """The producer's connections to the target (one client each, the same client id)."""
-    return [Cluster(net, conf, client_id, "target") for _ in range(CONNECTIONS_PER_BROKER)]
+    return [Cluster(net, conf, client_id, "target", state) for _ in range(CONNECTIONS_PER_BROKER)]
 
 
 class RawProducer:
@@ -125,8 +125,9 @@ class RawProducer:
 
     # -- set-up ------------------------------------------------------------------------
 
-    def init_producer_id(self, deadline: Optional[float] = None) -> None:
-        """Our own producer id from the target; retried while its coordinator is loading."""
+    def init_producer_id(self, deadline: Optional[float] = None) -> bool:
+        """Our own producer id from the target; retried while its coordinator is loading.
+        False when a stop came first (a stop is no failure, even before the id)."""
         from kafka.protocol.producer import InitProducerIdRequest
 
         deadline = deadline or time.monotonic() + INIT_TIMEOUT_S
@@ -136,11 +137,13 @@ class RawProducer:
                                             producer_id=-1, producer_epoch=-1, max_version=4)
             error = None
             try:
-                response = self._cluster.client.send_and_receive(node, request, timeout_ms=self._timeout_ms)
+                response = self._cluster.ask(node, request, self._timeout_ms)
+                if response is None:
+                    return False
                 if response.error_code == 0:
                     self.producer_id, self.producer_epoch = response.producer_id, response.producer_epoch
                     log.info("Raw producer id %d, epoch %d on the target", self.producer_id, self.producer_epoch)
-                    return
+                    return True
                 error = f"error {response.error_code}"
                 if response.error_code == 31:
                     raise self._fatal(31, "an idempotent producer id")
@@ -148,10 +151,11 @@ class RawProducer:
                 raise
             except Exception as exc:  # not connected yet, a timeout
                 error = str(exc)
-            if time.monotonic() >= deadline or self._state.stopping:
+            if self._state.wait(0.2):  # a stop ends the retries at once
+                return False
+            if time.monotonic() >= deadline:
                 raise ClientFailed(f"the target cluster ({self._cluster.bootstrap}) gave the raw producer "
                                    f"no producer id: {error}")
-            self._state.wait(0.2)  # a stop ends the retries at once
 
     # -- sending -----------------------------------------------------------------------
 
@@ -233,9 +237,8 @@ class RawProducer:
     def _renewed(self) -> bool:
         """A new producer id, and every batch not acknowledged gets a new sequence from 0 (what
         the old id had appended of them may be written again: duplicates, never a loss)."""
-        if any(self._node_in_flight.values()):
+        if any(self._node_in_flight.values()) or not self.init_producer_id(self._state.deadline):
             return False
-        self.init_producer_id(self._state.deadline)
         for log_ in self._logs.values():
             log_.next_sequence, log_.rewind, log_.careful = 0, False, True
             for entry in log_.entries:

@@ -53,15 +53,19 @@ class RawMirrorThread(MirrorThread):
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
-        self._raw = None  # built in the thread, with its network selector
+        # Built in the thread (its network selector and clients, then the producer once it has
+        # a producer id).
+        self._net = self._source = self._raw = None
+        self._target_connections: List[Cluster] = []
 
     def run(self) -> None:
         try:
             super().run()
         finally:
-            if self._raw is not None:
+            if self._net is not None:
                 for cluster in (self._source, *self._target_connections):
-                    cluster.close()
+                    if cluster is not None:
+                        cluster.close()
                 self._net.close()
 
     def _set_up(self) -> None:
@@ -72,20 +76,24 @@ class RawMirrorThread(MirrorThread):
         self._net = NetworkSelector()
         self._state.on_stop(self._net.wakeup)  # an idle loop waits in poll() up to FETCH_WAIT_MS
         self._source = Cluster(self._net, self._config.consumer, f"{self._config.group_id}-{self.index}-raw",
-                               "source")
-        self._target_connections = connections(self._net, self._config.producer, f"producer-raw-{self.index}")
+                               "source", self._state)
+        self._target_connections = connections(self._net, self._config.producer, f"producer-raw-{self.index}",
+                                               self._state)
         isolation = 0 if self._config.consumer.get("isolation.level", "read_committed") == "read_uncommitted" else 1
         self._fetcher = RawFetcher(self._source, self._state, isolation,
                                    int(self._config.consumer.get("fetch.max.bytes", FETCH_MAX_BYTES)))
         raw = RawProducer(self._target_connections, self._net, self._state, self._config.abort_on_send_failure,
                           self._metrics, self._producer.errors)
-        # The topics the group will assign from, and their target topics where they exist.
-        self._source.connect(self._subscribed_topics)
+        # The topics the group will assign from, and their target topics where they exist. A stop
+        # before both clusters answered and gave a producer id leaves the raw path unbuilt.
+        if not self._source.connect(self._subscribed_topics):
+            return
         remotes = [remote for topic in self._subscribed_topics for remote in self._targets_of(topic)]
         for target in self._target_connections:
-            target.connect(remotes)
-        raw.init_producer_id(self._state.deadline)
-        self._raw = raw
+            if not target.connect(remotes):
+                return
+        if raw.init_producer_id(self._state.deadline):
+            self._raw = raw
 
     def _flushable(self):
         return _Flushes(self, self._producer)

@@ -13,7 +13,9 @@ from typing import Dict, List
 
 import pytest
 
-from .harness import (BackgroundProducer, MirrorProcess, assert_order_per_key, make_records, mirror_args,
+from mirror_maker.embedded import free_port
+
+from .harness import (BackgroundProducer, Cluster, MirrorProcess, assert_order_per_key, make_records, mirror_args,
                       mirror_files, on_tansu, unique, wait_until)
 
 RAW = "--use.raw.bytes"
@@ -128,6 +130,50 @@ def test_target_outage_nothing_lost_commits_frozen(tmp_path, source, target):
     finally:
         assert mirror.stop(signal.SIGTERM) == 143, mirror.log()
         proxy.stop()
+
+
+def test_a_target_away_at_start_is_named_and_a_stop_meanwhile_is_prompt_and_clean(tmp_path, source):
+    """The raw path keeps trying a target it cannot reach, as the confluent clients do; a SIGTERM
+    then ends the run at once with 143 (it waited out the 30 s shutdown deadline inside
+    kafka-python's bootstrap before), and no failure is reported for it."""
+    dead = f"127.0.0.1:{free_port()}"
+    topic = source.create_topic("raw-away", partitions=2)
+    source.seed(topic, make_records(100))
+    files = mirror_files(tmp_path, source, Cluster("dead", dead))
+    mirror = MirrorProcess(mirror_args(files, topic, RAW), tmp_path / "m.log")
+    mirror.wait_for_log(f"Cannot reach the target cluster at {dead} for the raw path: KafkaConnectionError", 30)
+    assert mirror.process.poll() is None, "it keeps trying"
+    stopped_at = time.monotonic()
+    assert mirror.stop(signal.SIGTERM, timeout_s=20) == 143, mirror.log()
+    assert time.monotonic() - stopped_at < 10, "the stop waited for the shutdown deadline"
+    log = mirror.log()
+    assert "did not stop in time" not in log and "no producer id" not in log, log
+    assert "Traceback" not in log and "Exception ignored" not in log, log
+    assert "kafka.net" not in log, "kafka-python's own retry lines are DEBUG"
+    assert source.committed(files.group, topic) == {}
+
+
+@pytest.mark.needs_own_brokers("cuts the target off through a proxy")
+def test_a_target_away_at_start_is_mirrored_to_once_it_answers(tmp_path, source, target):
+    proxy, proxied = target.proxy(tmp_path, "target-proxy")
+    proxy.cut()
+    topic = source.create_topic("raw-late", partitions=2)
+    records = make_records(2000)
+    source.seed(topic, records)
+    files = mirror_files(tmp_path, source, proxied)
+    mirror = MirrorProcess(mirror_args(files, topic, RAW), tmp_path / "m.log")
+    try:
+        mirror.wait_for_log(f"Cannot reach the target cluster at {proxied.bootstrap} for the raw path", 30)
+        assert source.committed(files.group, topic) == {}
+        proxy.restore()
+        rows = target.read_all(topic, expected=len(records), timeout_s=90)
+        assert per_partition(rows) == per_partition(source.read_all(topic))
+        wait_until(lambda: sum(source.committed(files.group, topic).values()) == len(records), 60,
+                   "every offset committed")
+    finally:
+        assert mirror.stop(signal.SIGTERM) == 143, mirror.log()
+        proxy.stop()
+    assert "Traceback" not in mirror.log()
 
 
 def _set_max_message_bytes(cluster, topic: str, value: int) -> None:

@@ -38,6 +38,25 @@ def test_flush_gives_up_at_the_deadline_and_says_nothing_is_committed(caplog):
         p.close(time.monotonic())
 
 
+def test_at_the_deadline_events_waiting_for_a_poll_are_not_records_left_unacknowledged(caplog):
+    """librdkafka's queue length counts events (statistics, errors) as well as records: a stop
+    whose deadline passed while a thread never served the idle producer (raw mode's start-up)
+    said "273 records not acknowledged" when none had been sent."""
+    state = RunState()
+    # One connection attempt and one statistics event a second: no burst of events that could
+    # land between the flush's poll and its reading of the queue.
+    p = producer(state, **{"statistics.interval.ms": 1000, "reconnect.backoff.ms": 60000,
+                           "reconnect.backoff.max.ms": 60000})
+    try:
+        wait_until(lambda: len(p) > 0, 10, "the refused connection's events")
+        wait_until(lambda: p.serve() or len(p) == 0, 10, "those events served")
+        wait_until(lambda: len(p) > 0, 10, "a statistics event waiting for a poll")
+        assert p.flush(time.monotonic() - 1) is True
+        assert "not acknowledged" not in caplog.text
+    finally:
+        p.close(time.monotonic())
+
+
 def test_a_send_waiting_for_room_in_a_full_queue_notices_a_stop():
     state = RunState(shutdown_timeout_s=1)
     p = producer(state, **{"queue.buffering.max.messages": 1})

@@ -165,6 +165,7 @@ def test_out_of_order_on_the_first_unacknowledged_batch_takes_a_new_producer_id_
     def init_producer_id(deadline=None):
         raw.producer_id = 8
         renewed.append(raw.producer_id)
+        return True
     raw.init_producer_id = init_producer_id
     target.answer(1, p0=45)  # the broker lost our state (e.g. its log was truncated)
     raw.pump()

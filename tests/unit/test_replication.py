@@ -189,3 +189,30 @@ def test_a_partition_added_while_mirroring_starts_at_its_beginning(refresh, star
     consumer = Consumer(committed={}, watermarks=(3, 50))
     fresh._on_assign(consumer, [KafkaTopicPartition("t", 0), KafkaTopicPartition("t", 1)])
     assert consumer.assigned_with == ("assign", [(0, 50), (1, 50)])  # a new topic: auto.offset.reset
+
+
+def test_an_assignment_waiting_for_the_targets_ends_stops_waiting_at_a_stop():
+    """Offset syncs read where a new partition's records will land, retrying a target that cannot
+    say yet for up to 10 s; a stop ends that wait (the partition then starts without syncs)."""
+    import threading
+    import time
+
+    from confluent_kafka import KafkaError, KafkaException
+
+    from mirror_maker.engine.state import RunState
+    from mirror_maker.replication.offset_syncs import OffsetSyncWriter
+
+    class AwayAdmin:
+        asked = 0
+
+        def list_offsets(self, request, request_timeout):
+            AwayAdmin.asked += 1
+            raise KafkaException(KafkaError(KafkaError._TRANSPORT))
+
+    state = RunState()
+    writer = OffsetSyncWriter(None, AwayAdmin(), str, 100, state)
+    threading.Timer(0.5, state.request_stop).start()
+    started = time.monotonic()
+    writer.assigned([TopicPartition("t", 0)])
+    assert time.monotonic() - started < 1.5 and AwayAdmin.asked >= 2
+    assert writer._partitions[TopicPartition("t", 0)].base is None

@@ -318,6 +318,20 @@ def test_assign_resolves_start_offsets_and_assigns_as_the_protocol_requires(conf
     assert events == [("assigned", [T0, T1])]
 
 
+@pytest.mark.parametrize("conf, method", [({}, "assign"), ({"group.protocol": "consumer"}, "incremental_assign")])
+def test_an_assignment_served_after_a_stop_neither_checks_target_topics_nor_reads_offsets(conf, method):
+    """The consumer's close serves an assignment the group made meanwhile: each of those calls
+    can wait 10 s for a cluster that is away, and nothing is mirrored any more."""
+    worker, _, events = thread(assigned=(), conf=config(**conf))
+    consumer = Consumer()
+    consumer.committed = consumer.get_watermark_offsets = None  # not to be called
+    worker._state.request_stop()
+    worker._on_assign(consumer, [KafkaTopicPartition("t", 0, -1001)])
+    assert consumer.assigned_with == (method, [(0, -1001)])
+    assert worker._target_topics.ensured == []
+    assert worker.assigned == {T0} and events == [("assigned", [T0])]
+
+
 def test_incremental_rebalance_is_read_from_the_settings_not_a_substring():
     assert not config(**{"partition.assignment.strategy": "range"}).incremental_rebalance
     assert not config(**{"partition.assignment.strategy": "roundrobin,range"}).incremental_rebalance

@@ -1,0 +1,110 @@
+"""The raw path's clients at start-up against a cluster that is away (a port nobody listens on):
+they keep trying and say so, and a stop ends every wait at once, as a failure of nothing."""
+
+import gc
+import logging
+import threading
+import time
+import warnings
+from types import SimpleNamespace
+
+import pytest
+from kafka.net.selector import NetworkSelector
+
+from mirror_maker.embedded import free_port
+from mirror_maker.engine.state import RunState
+from mirror_maker.errors import ClientFailed
+from mirror_maker.ops.metrics import MirrorMetrics
+from mirror_maker.shallow import connections
+from mirror_maker.shallow.connections import Cluster
+from mirror_maker.shallow.producer import RawProducer
+
+#: kafka-python 3.0.12 may touch a refused connection's socket closed under it as the selector
+#: closes (an exception its finalizer ignores).
+pytestmark = pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
+
+
+@pytest.fixture
+def away():
+    state, net = RunState(), NetworkSelector()
+    state.on_stop(net.wakeup)
+    address = f"127.0.0.1:{free_port()}"
+    cluster = Cluster(net, {"bootstrap.servers": address, "reconnect.backoff.max.ms": "200"}, "t", "target", state)
+    case = SimpleNamespace(state=state, net=net, address=address, cluster=cluster)
+    yield case
+    cluster.close()
+    net.close()
+    case.__dict__.clear()
+    del cluster, net
+    # kafka-python leaves each refused connection's socket in a reference cycle, for the garbage
+    # collector to close (with a ResourceWarning): collected here, not at the end of the session.
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ResourceWarning)
+        gc.collect()
+
+
+def test_connect_keeps_trying_says_why_naming_the_cluster_and_a_stop_ends_it(away, caplog, monkeypatch):
+    monkeypatch.setattr(connections, "UNREACHABLE_FIRST_LOG_S", 0.3)
+    monkeypatch.setattr(connections, "UNREACHABLE_LOG_EVERY_S", 0.3)
+    threading.Timer(1.0, away.state.request_stop).start()
+    started = time.monotonic()
+    with caplog.at_level(logging.INFO):
+        assert away.cluster.connect(["t"]) is False
+    assert 1.0 <= time.monotonic() - started < 1.5
+    ours = [r.getMessage() for r in caplog.records if r.name == "mirror_maker.shallow"]
+    assert len(ours) >= 2, ours  # again and again while it cannot
+    assert all(f"Cannot reach the target cluster at {away.address} for the raw path: KafkaConnectionError"
+               in line and "ECONNREFUSED" in line for line in ours), ours
+    assert not [r for r in caplog.records if r.name.startswith("kafka.net")], "kafka-python's retries are DEBUG"
+
+
+def test_a_closed_cluster_ends_its_bootstrap(away):
+    """Left pending, the bootstrap's coroutine is torn down with the interpreter and prints a
+    traceback ("Exception ignored") to stderr after a clean stop."""
+    away.state.request_stop()
+    assert away.cluster.connect() is False
+    away.cluster.close()
+    assert away.cluster._bootstrap.is_done
+
+
+def test_a_request_to_a_node_that_is_away_ends_at_a_stop(away):
+    from kafka.protocol.producer import InitProducerIdRequest
+
+    threading.Timer(0.3, away.state.request_stop).start()
+    started = time.monotonic()
+    request = InitProducerIdRequest(transactional_id=None, transaction_timeout_ms=60000, producer_id=-1,
+                                    producer_epoch=-1, max_version=4)
+    assert away.cluster.ask(away.cluster.client.least_loaded_node(bootstrap_fallback=True), request, 30000) is None
+    assert time.monotonic() - started < 1.0
+
+
+class RefusingTarget:
+    """A target whose InitProducerId answers never come (not connected yet, say)."""
+
+    bootstrap = "refusing:9092"
+    client = SimpleNamespace(least_loaded_node=lambda bootstrap_fallback=False: 1)
+
+    def __init__(self, state) -> None:
+        self.state, self.asked = state, 0
+
+    def ask(self, node, request, timeout_ms):
+        self.asked += 1
+        raise ConnectionError("refused")
+
+
+def test_a_stop_during_the_producer_id_retries_is_no_failure():
+    state = RunState()
+    target = RefusingTarget(state)
+    raw = RawProducer([target], None, state, True, MirrorMetrics())
+    threading.Timer(0.5, state.request_stop).start()
+    started = time.monotonic()
+    assert raw.init_producer_id() is False
+    assert time.monotonic() - started < 1.0 and target.asked >= 2
+    assert not state.failed and raw.producer_id == -1
+
+
+def test_no_producer_id_by_the_deadline_is_a_failure_naming_the_target():
+    state = RunState()
+    raw = RawProducer([RefusingTarget(state)], None, state, True, MirrorMetrics())
+    with pytest.raises(ClientFailed, match="refusing:9092.*no producer id: refused"):
+        raw.init_producer_id(time.monotonic() + 0.3)
