@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from typing import Dict, Iterable, List, Optional
+from typing import Callable, Dict, Iterable, List, Optional
 
 from ..errors import ConfigError
 
@@ -141,18 +141,20 @@ class Cluster:
         self._seen: set = set()  # tracked topics the metadata had
         self._missing: set = set()  # of those, the ones it lacks now, already logged
 
-    def connect(self, topics: Iterable[str] = ()) -> bool:
+    def connect(self, topics: Iterable[str] = (), meanwhile: Optional[Callable[[], None]] = None) -> bool:
         """Bootstrap; the metadata of ``topics`` comes with it. A topic tracked only afterwards
         waits out kafka-python's retry backoff since the bootstrap's request (100 ms: measured on
         the raw path's start-up, between the assignment and the first fetch).
 
         A cluster that cannot be reached is tried again (with the reconnect backoff) until it
-        answers, as the confluent clients keep trying; False when a stop came first."""
+        answers, as the confluent clients keep trying; False when a stop (or a failure) came
+        first. ``meanwhile`` runs at every step of the wait: the stream serves its confluent
+        clients' errors there, so a refused login fails the run as in record mode."""
         self._add(topics)
         future = self._bootstrap = self.client._manager.bootstrap_async()  # no deadline: retried until closed
         started, wait_s = time.monotonic(), UNREACHABLE_FIRST_LOG_S
         _last_failure.reason = "no answer"
-        while not self._wait(future, wait_s * 1000):
+        while not self._wait(future, wait_s * 1000, meanwhile):
             if self._stopping():
                 return False
             log.error("Cannot reach the %s cluster at %s for the raw path: %s (for %.0f s; retrying)",
@@ -189,10 +191,12 @@ class Cluster:
             raise future.exception
         return future.value
 
-    def _wait(self, future, timeout_ms: float) -> bool:
+    def _wait(self, future, timeout_ms: float, meanwhile: Optional[Callable[[], None]] = None) -> bool:
         """Drive the selector until ``future`` is done (True), the timeout passed or a stop."""
         deadline = time.monotonic() + timeout_ms / 1000
         while not future.is_done:
+            if meanwhile is not None:
+                meanwhile()
             left_ms = (deadline - time.monotonic()) * 1000
             if left_ms <= 0 or self._stopping():
                 return False

@@ -86,11 +86,11 @@ class RawMirrorThread(MirrorThread):
                           self._metrics, self._producer.errors)
         # The topics the group will assign from, and their target topics where they exist. A stop
         # before both clusters answered and gave a producer id leaves the raw path unbuilt.
-        if not self._source.connect(self._subscribed_topics):
+        if not self._source.connect(self._subscribed_topics, self._producer.serve):
             return
         remotes = [remote for topic in self._subscribed_topics for remote in self._targets_of(topic)]
         for target in self._target_connections:
-            if not target.connect(remotes):
+            if not target.connect(remotes, self._producer.serve):
                 return
         if raw.init_producer_id(self._state.deadline):
             self._raw = raw

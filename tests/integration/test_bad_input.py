@@ -2,6 +2,7 @@
 no traceback, nothing lost (no offset committed, nothing written)."""
 
 import signal
+import time
 from pathlib import Path
 
 import pytest
@@ -88,18 +89,22 @@ def test_group_id_missing(tmp_path, good, source):
     assert_one_clear_line(status, log, problems, 1, "group.id is missing")
 
 
-def test_unreachable_bootstrap_keeps_retrying_names_the_address_and_stops_on_sigterm(tmp_path, target):
+@pytest.mark.parametrize("mode", [[], ["--use.raw.bytes"]], ids=["records", "raw"])
+def test_unreachable_bootstrap_keeps_retrying_names_the_address_and_stops_on_sigterm(tmp_path, target, mode):
     dead = f"127.0.0.1:{free_port()}"
     files = mirror_files(tmp_path, Cluster("dead", dead), target)
-    mirror = MirrorProcess(mirror_args(files, "t"), tmp_path / "m.log")
+    mirror = MirrorProcess(mirror_args(files, "t", *mode), tmp_path / "m.log")
     mirror.wait_for_log(f"Cannot reach the source cluster at {dead}", 15)  # named within 15 s
     assert mirror.process.poll() is None, "it keeps retrying"
+    stopped_at = time.monotonic()
     assert mirror.stop(signal.SIGTERM, timeout_s=30) == 143, mirror.log()
+    assert time.monotonic() - stopped_at < 10, "the stop waited for the shutdown deadline"
     assert "Traceback" not in mirror.log()
 
 
 @pytest.mark.needs_own_brokers("a TLS listener with the test's certificates")
-def test_authentication_failure_names_the_cluster_side(tmp_path, source, target):
+@pytest.mark.parametrize("mode", [[], ["--use.raw.bytes"]], ids=["records", "raw"])
+def test_authentication_failure_names_the_cluster_side(tmp_path, source, target, mode):
     from ..tls_material import make_tls_files
     from .tls import tls_target as reach_over_tls
 
@@ -111,7 +116,7 @@ def test_authentication_failure_names_the_cluster_side(tmp_path, source, target)
             "security.protocol": "SSL", "ssl.truststore.location": other.truststore_jks,
             "ssl.truststore.password": other.store_password})
         topic = source.create_topic("auth")
-        mirror = MirrorProcess(mirror_args(files, topic), tmp_path / "m.log")
+        mirror = MirrorProcess(mirror_args(files, topic, *mode), tmp_path / "m.log")
         assert mirror.wait(60) == 255, mirror.log()
         errors = [line for line in mirror.log().splitlines() if " ERROR " in line]
         assert any(f"authentication failed with the target cluster ({tls_target.bootstrap})" in e
