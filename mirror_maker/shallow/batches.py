@@ -16,6 +16,8 @@ from typing import Iterable, List, Optional, Tuple
 
 import google_crc32c
 
+from .produce_request import Parts
+
 HEADER = struct.Struct(">qiibIhiqqqhii")
 HEADER_SIZE = HEADER.size  # 61
 _OFFSET_AND_LENGTH = struct.Struct(">qi")
@@ -98,18 +100,20 @@ def split(data: bytes) -> List[Batch]:
     return batches
 
 
-def rewrite(batch: Batch, producer_id: int, producer_epoch: int, base_sequence: int) -> bytes:
+def rewrite(batch: Batch, producer_id: int, producer_epoch: int, base_sequence: int) -> Parts:
     """The batch as the target must receive it: base offset 0, no leader epoch, not
     transactional, our producer id, epoch and sequence, and the CRC recomputed. The records are
-    copied as they are (same compression, same record count, same timestamps)."""
+    kept as they are (same compression, same record count, same timestamps): the new header and
+    the records, not joined (the request sends both pieces)."""
     fields = list(HEADER.unpack_from(batch.data, batch.start))
     fields[0] = 0
     fields[2] = -1
     fields[5] &= ~_TRANSACTIONAL
     fields[9], fields[10], fields[11] = producer_id, producer_epoch, base_sequence
+    # A copy of the records (google_crc32c takes bytes, not a view), the only one before the socket.
     records = batch.data[batch.start + HEADER_SIZE:batch.end]
     fields[4] = google_crc32c.extend(google_crc32c.value(HEADER.pack(*fields)[21:]), records)
-    return HEADER.pack(*fields) + records
+    return Parts((HEADER.pack(*fields), records))
 
 
 def committed(batches: Iterable[Batch], aborted: Iterable[Tuple[int, int]]) -> List[Tuple[Batch, bool]]:

@@ -7,13 +7,19 @@ profile of raw mode on 1 KB uncompressed records: about half of the stream threa
 those reads). Here the transport reads each frame's size, then ``recv_into`` the frame's buffer,
 and the parser decodes from a view of it: two copies, the socket's and the decoder's.
 
+Sending the other way, a ProduceRequest whose batches are ``Parts`` goes out as the chunks of
+``produce_request.encode``, each batch's records as the fetch answer held them, instead of
+kafka-python's encoding into one buffer and its copy.
+
 These replace kafka-python's transports and parser for the connections its network client makes
 in this process (only the raw path uses kafka-python), and only for the version pinned in
-setup.cfg: their internals are not an API. Any other version keeps its own reading, unchanged.
+setup.cfg: their internals are not an API. Any other version keeps its own reading and sending,
+unchanged.
 """
 
 from __future__ import annotations
 
+import itertools
 import logging
 import ssl
 import struct
@@ -25,11 +31,15 @@ from kafka.net import connection, manager, transport
 from kafka.protocol.metadata import FindCoordinatorResponse
 from kafka.protocol.parser import KafkaProtocol
 
+from . import produce_request
+from .produce_request import Chunks
+
 log = logging.getLogger("mirror_maker.shallow")
 
 #: The kafka-python version whose transport and parser internals these subclasses follow.
 SUPPORTED_VERSION = "3.0.12"
 _SIZE = struct.Struct(">i")
+_IOV_MAX = 1024  # the most pieces one sendmsg takes (Linux)
 _WOULD_BLOCK = (BlockingIOError, InterruptedError, ssl.SSLWantReadError, ssl.SSLWantWriteError)
 
 
@@ -79,10 +89,39 @@ class _FrameReading:
             return frames, errors.KafkaConnectionError(exc)
 
 
+    def write(self, data) -> None:
+        if isinstance(data, Chunks):
+            self.writelines(data)  # each piece in turn, none joined
+        else:
+            super().write(data)
+
+
 class FrameTCPTransport(_FrameReading, transport.KafkaTCPTransport):
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         self._init_frames()
+
+    def _sock_send(self):
+        """What is queued, in as few calls as the socket takes: one ``sendmsg`` for up to
+        ``_IOV_MAX`` pieces (a produce request is one piece per batch header, records and the
+        bytes between them; kafka-python sends each piece with a call of its own)."""
+        if self._sock is None:
+            return 0, errors.KafkaConnectionError("Connection closed during send")
+        total, queue = 0, self._write_buffer
+        while queue:
+            try:
+                sent = self._sock.sendmsg(list(itertools.islice(queue, _IOV_MAX)))
+            except _WOULD_BLOCK:
+                return total, None
+            except Exception as exc:
+                log.debug("raw path: sending failed", exc_info=True)
+                return total, errors.KafkaConnectionError(exc)
+            total += sent
+            while queue and len(queue[0]) <= sent:  # drop what went: whole pieces...
+                sent -= len(queue.popleft())
+            if sent:  # ... then the start of a piece cut short
+                queue[0] = memoryview(queue[0])[sent:]
+        return total, None
 
 
 class FrameSSLTransport(_FrameReading, transport.KafkaSSLTransport):
@@ -113,6 +152,32 @@ class FrameParser(KafkaProtocol):
     def max_frame_size(self) -> int:
         return self._max_frame_size
 
+    def send_request(self, request, correlation_id=None):
+        if not produce_request.carries_parts(request):
+            return super().send_request(request, correlation_id)
+        if request.API_VERSION != produce_request.API_VERSION:  # an older broker: kafka-python's encoding
+            produce_request.join_parts(request)
+            return super().send_request(request, correlation_id)
+        if correlation_id is None:
+            correlation_id = self._next_correlation_id()
+        request.with_header(correlation_id=correlation_id, client_id=self._client_id)
+        self.bytes_to_send.append(produce_request.encode(request, correlation_id, self._client_id))
+        if request.expect_response():
+            self.in_flight_requests.append(request.header)
+        return correlation_id
+
+    def send_bytes(self):
+        if not any(isinstance(data, Chunks) for data in self.bytes_to_send):
+            return super().send_bytes()
+        out = Chunks()
+        for data in self.bytes_to_send:
+            if isinstance(data, Chunks):
+                out.extend(data)
+            else:
+                out.append(data)
+        self.bytes_to_send = []
+        return out
+
     def receive_bytes(self, frames):
         if isinstance(frames, (bytes, bytearray, memoryview)):
             return super().receive_bytes(frames)  # another transport's bytes
@@ -138,6 +203,11 @@ class FrameParser(KafkaProtocol):
             return header.correlation_id, response_type.decode(view[reader.pos:])
         except (ValueError, struct.error, IndexError):
             raise errors.KafkaProtocolError("Unable to decode response") from None
+
+
+def installed() -> bool:
+    """Whether the pinned kafka-python's connections read and send this way (``install``)."""
+    return connection.KafkaProtocol is FrameParser
 
 
 def install() -> bool:

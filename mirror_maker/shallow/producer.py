@@ -32,6 +32,7 @@ from typing import Deque, Dict, List, Optional, Sequence, Tuple
 
 from ..errors import ClientFailed, SendFailed
 from ..records import TopicPartition
+from . import frames
 from .batches import Batch, rewrite
 from .connections import MAX_PRODUCE_VERSION, Cluster, guarded
 
@@ -114,6 +115,8 @@ class RawProducer:
         self._errors = errors
         self._timeout_ms = request_timeout_ms
         self._logs: Dict[Tuple[str, int], PartitionLog] = {}
+        #: Batches go out as their two pieces where our frame parser sends requests (frames.py).
+        self._unjoined = frames.installed()
         self._node_in_flight: Dict[Tuple[int, int], int] = {}  # per (lane, broker)
         self.producer_id = -1
         self.producer_epoch = -1
@@ -220,8 +223,8 @@ class RawProducer:
                 log_.next_sequence = (log_.next_sequence + entry.batch.record_count) % _SEQUENCE_WRAP
             data = rewrite(entry.batch, self.producer_id, self.producer_epoch, entry.sequence)
             entry.sent_sequence = entry.sequence
-            by_topic.setdefault(topic, []).append(
-                ProduceRequest.TopicProduceData.PartitionProduceData(index=partition, records=data))
+            by_topic.setdefault(topic, []).append(ProduceRequest.TopicProduceData.PartitionProduceData(
+                index=partition, records=data if self._unjoined else data.joined()))
             entry.in_flight = True
         request = ProduceRequest(transactional_id=None, acks=-1, timeout_ms=self._timeout_ms,
                                  topic_data=[ProduceRequest.TopicProduceData(name=t, partition_data=p)

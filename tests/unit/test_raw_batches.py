@@ -58,7 +58,9 @@ def test_rewrite_sets_our_producer_fields_keeps_the_records_and_a_valid_crc():
 
     original = batch(40, 3, attributes=0x10 | 2, producer_id=77)
     (parsed,) = split(original)
-    rewritten = rewrite(parsed, producer_id=9, producer_epoch=1, base_sequence=100)
+    parts = rewrite(parsed, producer_id=9, producer_epoch=1, base_sequence=100)
+    assert [len(part) for part in parts] == [HEADER_SIZE, len(original) - HEADER_SIZE]  # not joined
+    rewritten = parts.joined()
     fields = HEADER.unpack_from(rewritten)
     assert fields[0] == 0 and fields[2] == -1  # base offset, leader epoch
     assert fields[5] == 2  # snappy kept, transactional bit cleared

@@ -116,3 +116,93 @@ def test_the_pinned_kafka_python_gets_the_frame_reading():
     assert manager.KafkaTCPTransport is frames.FrameTCPTransport
     assert manager.KafkaSSLTransport is frames.FrameSSLTransport
     assert connection.KafkaProtocol is frames.FrameParser
+
+
+def a_produce(records, transactional_id=None, acks=-1, version=9):
+    """A produce request over two topics; ``records(i)`` gives partition i's batch."""
+    from kafka.protocol.producer import ProduceRequest
+
+    topic, partition = ProduceRequest.TopicProduceData, ProduceRequest.TopicProduceData.PartitionProduceData
+    request = ProduceRequest(transactional_id=transactional_id, acks=acks, timeout_ms=30000, max_version=9,
+                             topic_data=[topic(name="orders-ü", partition_data=[partition(index=0, records=records(0)),
+                                                                                 partition(index=7, records=records(1))]),
+                                         topic(name="t" * 130, partition_data=[partition(index=2, records=records(2))])])
+    request.API_VERSION = version
+    return request
+
+
+SIZES = [0, 100, 20000]  # one-, two- and three-byte lengths on the wire
+
+
+@pytest.mark.parametrize("transactional_id, acks", [(None, -1), ("tx-1", 1)])
+@pytest.mark.parametrize("client_id", ["producer-raw-0", None])
+def test_a_produce_request_in_pieces_is_the_bytes_kafka_python_encodes(transactional_id, acks, client_id):
+    from mirror_maker.shallow.produce_request import Parts, encode
+
+    batches = [Parts((bytes([i]) * 61, bytes([i + 1]) * size)) for i, size in enumerate(SIZES)]
+    ours = a_produce(batches.__getitem__, transactional_id, acks)
+    ours.with_header(correlation_id=77, client_id=client_id)
+    chunks = encode(ours, 77, client_id)
+    stock = a_produce(lambda i: batches[i].joined(), transactional_id, acks)
+    stock.with_header(correlation_id=77, client_id=client_id)
+    assert b"".join(chunks) == bytes(stock.encode(framed=True, header=True))
+    assert all(any(chunk is batch[1] for chunk in chunks) for batch in batches)  # the records, not copies
+
+
+def test_the_parser_sends_pieces_and_decodes_the_answer_to_them():
+    from kafka.protocol.producer import ProduceResponse
+
+    from mirror_maker.shallow.produce_request import Chunks, Parts
+
+    parser = frames.FrameParser(client_id="t")
+    request = a_produce(lambda i: Parts((b"h" * 61, b"r" * SIZES[i])))
+    correlation_id = parser.send_request(request)
+    first = parser.send_bytes()
+    assert isinstance(first, Chunks) and parser.send_bytes() == b""
+    stock = a_produce(lambda i: b"h" * 61 + b"r" * SIZES[i])
+    stock.with_header(correlation_id=correlation_id, client_id="t")
+    assert b"".join(first) == bytes(stock.encode(framed=True, header=True))
+    answer = ProduceResponse(responses=[], throttle_time_ms=0)
+    answer.API_VERSION = 9
+    answer.with_header(correlation_id=correlation_id)
+    [(received, decoded)] = parser.receive_bytes([bytearray(answer.encode(framed=True, header=True)[4:])])
+    assert received == correlation_id and decoded.responses == []
+
+
+def test_a_broker_on_an_older_produce_version_gets_kafka_pythons_encoding_of_the_joined_batches():
+    from mirror_maker.shallow.produce_request import Parts
+
+    parser = frames.FrameParser(client_id="t")
+    request = a_produce(lambda i: Parts((b"h" * 61, b"r" * SIZES[i])), version=7)
+    correlation_id = parser.send_request(request)
+    sent = parser.send_bytes()
+    stock = a_produce(lambda i: b"h" * 61 + b"r" * SIZES[i], version=7)
+    stock.with_header(correlation_id=correlation_id, client_id="t")
+    assert bytes(sent) == bytes(stock.encode(framed=True, header=True))
+
+
+def test_pieces_are_sent_whole_and_in_order_through_short_writes(pair):
+    """Several sendmsg calls, each cut short where the socket's buffer is full: every byte goes
+    once, in order (an empty piece included)."""
+    import collections
+    import threading
+
+    ours, theirs = pair
+    ours.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)
+    pieces = [bytes([i % 251]) * size for i, size in enumerate([61, 0, 70000, 3, 250000, 1] * 40)]
+    sender = frames.FrameTCPTransport.__new__(frames.FrameTCPTransport)
+    sender._sock, sender._write_buffer = ours, collections.deque(pieces)
+    received, expected = bytearray(), sum(len(piece) for piece in pieces)
+
+    def read():
+        while len(received) < expected:
+            received.extend(theirs.recv(65536))
+    reader = threading.Thread(target=read)
+    reader.start()
+    total = 0
+    while sender._write_buffer:
+        sent, error = sender._sock_send()
+        assert error is None
+        total += sent
+    reader.join(30)
+    assert total == len(received) and bytes(received) == b"".join(pieces)

@@ -29,10 +29,13 @@ class ScriptedTarget(ScriptedBroker):
         self.producer_ids = []  # of each request's first batch
 
     def send(self, node, request):
-        carried = [(topic.name, part.index, HEADER.unpack_from(part.records)[11],
-                    HEADER.unpack_from(part.records)[12]) for topic in request.topic_data
+        def header(records):  # the batch's two pieces (see produce_request.Parts), or joined
+            return HEADER.unpack_from(records if isinstance(records, bytes) else records.joined())
+
+        carried = [(topic.name, part.index, header(part.records)[11], header(part.records)[12])
+                   for topic in request.topic_data
                    for part in topic.partition_data]  # (topic, partition, base sequence, records)
-        self.producer_ids.append(HEADER.unpack_from(request.topic_data[0].partition_data[0].records)[9])
+        self.producer_ids.append(header(request.topic_data[0].partition_data[0].records)[9])
         future = Future()
         self.requests.append((carried, future))
         return future
