@@ -32,7 +32,6 @@ from typing import Deque, Dict, List, Optional, Sequence, Tuple
 
 from ..errors import ClientFailed, SendFailed
 from ..records import TopicPartition
-from . import frames
 from .batches import Batch, rewrite
 from .connections import MAX_PRODUCE_VERSION, Cluster, guarded
 
@@ -115,8 +114,11 @@ class RawProducer:
         self._errors = errors
         self._timeout_ms = request_timeout_ms
         self._logs: Dict[Tuple[str, int], PartitionLog] = {}
-        #: Batches go out as their two pieces where our frame parser sends requests (frames.py).
-        self._unjoined = frames.installed()
+        #: Batches go out as their two pieces where our frame parser sends requests (frames.py,
+        #: imported here: kafka-python's import is start-up time the group join overlaps).
+        from .frames import installed
+
+        self._unjoined = installed()
         self._node_in_flight: Dict[Tuple[int, int], int] = {}  # per (lane, broker)
         self.producer_id = -1
         self.producer_epoch = -1
