@@ -5,17 +5,18 @@ join of the new batch header and the records, three copies of every byte the raw
 before the socket's own (a profile of raw mode on 100 KB uncompressed records: a fifth of the
 stream thread's time in them). Here each batch stays two pieces, its rewritten 61-byte header and
 its records as the fetch answer held them (:class:`Parts`), and the request is those pieces with
-the protocol's bytes between them, written to the socket one after the other.
+the protocol's bytes between them, handed to the socket in one ``sendmsg`` (frames.py).
 
-Only version 9 is encoded here (the raw path's newest Produce version that names topics, and
-what Kafka 2.4 and later take); a broker that negotiates an older one gets kafka-python's own
-encoding of the joined batches (:func:`join_parts`). The bytes are the same as kafka-python's
-(its encoder is the reference in tests/unit/test_raw_frames.py).
+Only version 9 is encoded here (the raw path's newest Produce version that names topics); a
+broker that negotiates an older one gets kafka-python's own encoding of the joined batches
+(:func:`join_parts`). The bytes are the same as kafka-python's (its encoder is the reference in
+tests/unit/test_raw_frames.py).
 """
 
 from __future__ import annotations
 
 import struct
+
 #: The Produce version encoded here: flexible (compact strings and arrays, tagged fields).
 API_VERSION = 9
 _PRODUCE_API_KEY = 0
@@ -29,10 +30,6 @@ class Parts(tuple):
     """One batch as it goes out: its pieces in order, sent without being joined."""
 
     __slots__ = ()
-
-    @property
-    def size(self) -> int:
-        return sum(len(part) for part in self)
 
     def joined(self) -> bytes:
         return b"".join(self)
