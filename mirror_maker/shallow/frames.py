@@ -88,7 +88,6 @@ class _FrameReading:
             log.debug("raw path: receiving failed", exc_info=True)
             return frames, errors.KafkaConnectionError(exc)
 
-
     def write(self, data) -> None:
         if isinstance(data, Chunks):
             self.writelines(data)  # each piece in turn, none joined
