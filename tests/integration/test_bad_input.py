@@ -2,7 +2,6 @@
 no traceback, nothing lost (no offset committed, nothing written)."""
 
 import signal
-import time
 from pathlib import Path
 
 import pytest
@@ -96,10 +95,8 @@ def test_unreachable_bootstrap_keeps_retrying_names_the_address_and_stops_on_sig
     mirror = MirrorProcess(mirror_args(files, "t", *mode), tmp_path / "m.log")
     mirror.wait_for_log(f"Cannot reach the source cluster at {dead}", 15)  # named within 15 s
     assert mirror.process.poll() is None, "it keeps retrying"
-    stopped_at = time.monotonic()
-    assert mirror.stop(signal.SIGTERM, timeout_s=30) == 143, mirror.log()
-    assert time.monotonic() - stopped_at < 10, "the stop waited for the shutdown deadline"
-    assert "Traceback" not in mirror.log()
+    assert mirror.stop(signal.SIGTERM, timeout_s=20) == 143, mirror.log()  # the shutdown deadline is 30 s
+    assert "did not stop in time" not in mirror.log() and "Traceback" not in mirror.log()
 
 
 @pytest.mark.needs_own_brokers("a TLS listener with the test's certificates")

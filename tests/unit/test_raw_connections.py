@@ -19,6 +19,8 @@ from mirror_maker.shallow import connections
 from mirror_maker.shallow.connections import Cluster
 from mirror_maker.shallow.producer import RawProducer
 
+from ..integration.harness import wait_until
+
 #: kafka-python 3.0.12 may touch a refused connection's socket closed under it as the selector
 #: closes (an exception its finalizer ignores).
 pytestmark = pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
@@ -43,18 +45,29 @@ def away():
         gc.collect()
 
 
+def ended_by_a_stop(state, call, under_way):
+    """Run ``call`` in a thread until ``under_way()`` holds, then request a stop: what the call
+    returned (it must return once stopped, not wait out a timeout of its own)."""
+    result = []
+    worker = threading.Thread(target=lambda: result.append(call()))
+    worker.start()
+    wait_until(under_way, 10, "the call under way")
+    state.request_stop()
+    worker.join(10)
+    assert not worker.is_alive(), "the stop did not end it"
+    return result[0]
+
+
 def test_connect_keeps_trying_says_why_naming_the_cluster_and_a_stop_ends_it(away, caplog, monkeypatch):
     monkeypatch.setattr(connections, "UNREACHABLE_FIRST_LOG_S", 0.3)
     monkeypatch.setattr(connections, "UNREACHABLE_LOG_EVERY_S", 0.3)
-    threading.Timer(1.0, away.state.request_stop).start()
-    started = time.monotonic()
+
+    def ours():
+        return [r.getMessage() for r in caplog.records if r.name == "mirror_maker.shallow"]
     with caplog.at_level(logging.INFO):
-        assert away.cluster.connect(["t"]) is False
-    assert 1.0 <= time.monotonic() - started < 1.5
-    ours = [r.getMessage() for r in caplog.records if r.name == "mirror_maker.shallow"]
-    assert len(ours) >= 2, ours  # again and again while it cannot
+        assert ended_by_a_stop(away.state, lambda: away.cluster.connect(["t"]), lambda: len(ours()) >= 2) is False
     assert all(f"Cannot reach the target cluster at {away.address} for the raw path: KafkaConnectionError"
-               in line and "ECONNREFUSED" in line for line in ours), ours
+               in line and "ECONNREFUSED" in line for line in ours()), ours()  # again and again
     assert not [r for r in caplog.records if r.name.startswith("kafka.net")], "kafka-python's retries are DEBUG"
 
 
@@ -70,12 +83,11 @@ def test_a_closed_cluster_ends_its_bootstrap(away):
 def test_a_request_to_a_node_that_is_away_ends_at_a_stop(away):
     from kafka.protocol.producer import InitProducerIdRequest
 
-    threading.Timer(0.3, away.state.request_stop).start()
-    started = time.monotonic()
     request = InitProducerIdRequest(transactional_id=None, transaction_timeout_ms=60000, producer_id=-1,
                                     producer_epoch=-1, max_version=4)
-    assert away.cluster.ask(away.cluster.client.least_loaded_node(bootstrap_fallback=True), request, 30000) is None
-    assert time.monotonic() - started < 1.0
+    node = away.cluster.client.least_loaded_node(bootstrap_fallback=True)
+    assert ended_by_a_stop(away.state, lambda: away.cluster.ask(node, request, 30000),
+                           lambda: away.cluster.client.connection_delay(node) > 0) is None  # refused, backing off
 
 
 class RefusingTarget:
@@ -96,10 +108,7 @@ def test_a_stop_during_the_producer_id_retries_is_no_failure():
     state = RunState()
     target = RefusingTarget(state)
     raw = RawProducer([target], None, state, True, MirrorMetrics())
-    threading.Timer(0.5, state.request_stop).start()
-    started = time.monotonic()
-    assert raw.init_producer_id() is False
-    assert time.monotonic() - started < 1.0 and target.asked >= 2
+    assert ended_by_a_stop(state, raw.init_producer_id, lambda: target.asked >= 2) is False
     assert not state.failed and raw.producer_id == -1
 
 

@@ -195,9 +195,10 @@ def test_an_assignment_waiting_for_the_targets_ends_stops_waiting_at_a_stop():
     """Offset syncs read where a new partition's records will land, retrying a target that cannot
     say yet for up to 10 s; a stop ends that wait (the partition then starts without syncs)."""
     import threading
-    import time
 
     from confluent_kafka import KafkaError, KafkaException
+
+    from ..integration.harness import wait_until
 
     from mirror_maker.engine.state import RunState
     from mirror_maker.replication.offset_syncs import OffsetSyncWriter
@@ -211,8 +212,10 @@ def test_an_assignment_waiting_for_the_targets_ends_stops_waiting_at_a_stop():
 
     state = RunState()
     writer = OffsetSyncWriter(None, AwayAdmin(), str, 100, state)
-    threading.Timer(0.5, state.request_stop).start()
-    started = time.monotonic()
-    writer.assigned([TopicPartition("t", 0)])
-    assert time.monotonic() - started < 1.5 and AwayAdmin.asked >= 2
+    waiting = threading.Thread(target=writer.assigned, args=([TopicPartition("t", 0)],))
+    waiting.start()
+    wait_until(lambda: AwayAdmin.asked >= 2, 10, "the wait for the target's end offsets")
+    state.request_stop()
+    waiting.join(5)  # the wait itself lasts 10 s
+    assert not waiting.is_alive(), "the stop did not end the wait"
     assert writer._partitions[TopicPartition("t", 0)].base is None
