@@ -156,9 +156,10 @@ class Cluster:
         conf.update(overrides)
         return Consumer(conf)
 
-    def create_topic(self, prefix: str = "topic", partitions: int = 1, name: str = None) -> str:
+    def create_topic(self, prefix: str = "topic", partitions: int = 1, name: str = None,
+                     config: Optional[Dict[str, str]] = None) -> str:
         name = name or unique(prefix)
-        futures = self.admin().create_topics([NewTopic(name, num_partitions=partitions)],
+        futures = self.admin().create_topics([NewTopic(name, num_partitions=partitions, config=config or {})],
                                              operation_timeout=30, request_timeout=30)
         futures[name].result()
         wait_until(lambda: self.partitions(name) == partitions, 15, f"topic {name} in metadata")

@@ -6,6 +6,7 @@ request, sequences); on Tansu the target is read with ``check.crcs=true``.
 
 from __future__ import annotations
 
+import os
 import signal
 import time
 from collections import defaultdict
@@ -15,8 +16,8 @@ import pytest
 
 from mirror_maker.embedded import free_port
 
-from .harness import (BackgroundProducer, Cluster, MirrorProcess, assert_order_per_key, make_records, mirror_args,
-                      mirror_files, on_tansu, unique, wait_until)
+from .harness import (BackgroundProducer, Cluster, MirrorProcess, Rec, assert_order_per_key, make_records,
+                      mirror_args, mirror_files, on_tansu, unique, wait_until)
 
 RAW = "--use.raw.bytes"
 
@@ -286,6 +287,45 @@ def test_a_committed_offset_inside_a_batch(tmp_path, source, target, files):
     rows = target.read_all(topic, expected=750)
     assert [rec.value for _p, _o, rec in rows] == [r.value for r in records[250:]]  # none before, in order
     assert source.committed(files.group, topic) == {0: 1000}
+
+
+@pytest.mark.needs_kafka_feature("a log cleaner that compacts")
+def test_a_compacted_source_is_mirrored_through_its_offset_holes(tmp_path, source, target, files):
+    """The log cleaner keeps a batch's first and last offsets but drops superseded records from
+    it; Kafka refuses a produced batch whose offsets have holes. Those batches take the record
+    path, in order with the raw batches around them: the target holds the compacted log's
+    records, each once, in order, in the same partitions."""
+    topic = source.create_topic("raw-compacted", partitions=2, config={
+        "cleanup.policy": "compact", "segment.bytes": str(1 << 20),  # Kafka 4's smallest segment
+        "min.cleanable.dirty.ratio": "0.01", "min.compaction.lag.ms": "0"})
+    base_ts = int(time.time() * 1000) - 60_000
+    # Incompressible values, so that 4 MB of lz4 batches roll segments the cleaner may clean; the
+    # last third writes half the keys again, so that batches keep some records and lose others.
+    records = [Rec(f"k{i % (150 if i < 4000 else 75)}".encode(), f"v{i}-".encode() + os.urandom(700),
+                   (("seq", str(i).encode()),), base_ts + i) for i in range(6000)]
+    source.seed(topic, records, **{"compression.type": "lz4", "linger.ms": 20})
+
+    def compacted():
+        rows = per_partition_offsets(source.read_all(topic))
+        return len(rows) == 2 and all(offsets[-1] + 1 > len(offsets) for offsets in rows.values())
+
+    wait_until(compacted, 90, "the source's log cleaner to leave holes in both partitions", step_s=1.0)
+    kept = source.read_all(topic)
+    mirror = MirrorProcess(mirror_args(files, topic, RAW, "--exit.when.caught.up", "--log.level", "DEBUG"),
+                           tmp_path / "m.log")
+    assert mirror.wait(120) == 0, mirror.log()
+    rows = target.read_all(topic, expected=len(kept))
+    assert per_partition(rows) == per_partition(kept)
+    assert "(offset holes (compaction))" in mirror.log()  # the record path's debug line
+    committed = source.committed(files.group, topic)
+    assert committed == {p: offsets[-1] + 1 for p, offsets in per_partition_offsets(kept).items()}
+
+
+def per_partition_offsets(rows) -> Dict[int, List[int]]:
+    out = defaultdict(list)
+    for partition, offset, _rec in sorted(rows, key=lambda row: (row[0], row[1])):
+        out[partition].append(offset)
+    return dict(out)
 
 
 @pytest.mark.needs_own_brokers("the TLS listener and SCRAM users of the test clusters")
