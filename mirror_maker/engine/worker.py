@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from typing import List, Optional
+from typing import Dict, List, Optional
 
 import confluent_kafka
 from confluent_kafka import KafkaError, KafkaException
@@ -90,10 +90,13 @@ class MirrorThread(threading.Thread):
 
     # -- lifecycle ---------------------------------------------------------------------
 
+    def _consumer_conf(self) -> Dict[str, object]:
+        return self._config.consumer_conf(self.index)
+
     def run(self) -> None:
         self._log.info("Starting mirror maker thread %s", self.name)
         try:
-            conf = self._config.consumer_conf(self.index)
+            conf = self._consumer_conf()
             conf["logger"] = librdkafka_logger(conf["client.id"])
             # Partition-EOF events cost two thirds of the consume rate (measured); "caught up"
             # comes from the fetch-carried high watermarks instead (update_lag).

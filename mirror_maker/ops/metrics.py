@@ -136,9 +136,9 @@ class MirrorMetrics:
         with self._lock:
             stats.latency.record_many(latency_ms, latency_ms, latency_ms, 1, self._clock())
 
-    def raw_fallback(self, reason: str) -> None:
+    def raw_fallback(self, reason: str, batches: int) -> None:
         with self._lock:
-            self.fallbacks[reason] = self.fallbacks.get(reason, 0) + 1
+            self.fallbacks[reason] = self.fallbacks.get(reason, 0) + batches
 
     def filtered(self, records: int) -> None:
         with self._lock:

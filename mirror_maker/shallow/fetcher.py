@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Deque, Dict, List, Optional
 
 from ..records import TopicPartition
@@ -35,8 +35,9 @@ class Work:
     """One step of a partition's stream, in offset order.
 
     ``batch`` set and ``records`` False: forward the batch as it is. ``records`` True: the
-    record path mirrors offsets ``first``..``last`` (a batch raw mode cannot forward, or the
-    rest of one a position falls inside). ``skip``: nothing to mirror (aborted or control).
+    record path mirrors offsets ``first``..``last`` (``batches`` batches raw mode cannot
+    forward, or the rest of one a position falls inside). ``skip``: nothing to mirror (aborted
+    or control).
     """
 
     source: TopicPartition
@@ -46,6 +47,7 @@ class Work:
     records: bool = False
     reason: str = ""
     skip: bool = False
+    batches: int = 1
 
 
 class RawFetcher:
@@ -163,7 +165,7 @@ class RawFetcher:
                     queue.append(Work(tp, batch.base_offset, batch.last_offset, batch=batch))
                     self.buffered_bytes += batch.size
                 else:
-                    queue.append(Work(tp, batch.base_offset, batch.last_offset, records=True, reason=reason))
+                    _append_range(queue, Work(tp, batch.base_offset, batch.last_offset, records=True, reason=reason))
             position = batch.next_offset
         self.positions[tp] = position
 
@@ -183,3 +185,15 @@ class RawFetcher:
 
     def idle(self) -> bool:
         return not self._in_flight
+
+
+def _append_range(queue: Deque[Work], item: Work) -> None:
+    """Queue a record path range, one with the range before it where they follow each other for
+    the same reason: a compacted log is mostly batches with offset holes, and each range is a
+    round of the record path (drain the raw producer, seek, read, flush), which per batch made
+    raw mode 12x slower than record mode there."""
+    before = queue[-1] if queue else None
+    if before is not None and before.records and before.reason == item.reason and before.last < item.first:
+        queue[-1] = replace(before, last=item.last, batches=before.batches + item.batches)
+    else:
+        queue.append(item)

@@ -20,6 +20,7 @@ from __future__ import annotations
 import time
 from typing import List
 
+from confluent_kafka import KafkaException
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
 from ..clients.polling import poll
@@ -97,6 +98,13 @@ class RawMirrorThread(MirrorThread):
 
     def _flushable(self):
         return _Flushes(self, self._producer)
+
+    def _consumer_conf(self):
+        conf = super()._consumer_conf()
+        # The consumer fetches only for the record path, a range at a time: a long poll at a
+        # partition's end (librdkafka's 500 ms) held up the next range's fetch on that broker.
+        conf.setdefault("fetch.wait.max.ms", "10")
+        return conf
 
     def acknowledged(self) -> int:
         return self._raw.acked_records if self._raw is not None else 0
@@ -178,8 +186,9 @@ class RawMirrorThread(MirrorThread):
     # -- the record path ---------------------------------------------------------------
 
     def _record_path(self, tp: TopicPartition, item: Work) -> None:
-        """Mirror offsets ``item.first``..``item.last`` (at least) through the consumer and the
-        record producer, in order with the raw path (see the module docstring)."""
+        """Mirror offsets ``item.first``..``item.last`` through the consumer and the record
+        producer, in order with the raw path (see the module docstring); the raw path goes on
+        from the batch after the range."""
         target = self._target_topic(tp.topic)
         deadline = time.monotonic() + RECORD_PATH_TIMEOUT_S
         if not self._raw.flush(deadline, partitions=[(target, tp.partition)]):
@@ -188,6 +197,7 @@ class RawMirrorThread(MirrorThread):
         start = KafkaTopicPartition(tp.topic, tp.partition, item.first)
         consumer.resume([start])
         consumer.seek(start)
+        self._wake_consumer_fetcher(start)
         last_seen, quiet_since = item.first - 1, time.monotonic()
         try:
             while tp in self.assigned and not self._state.stopping and time.monotonic() < deadline:
@@ -195,15 +205,21 @@ class RawMirrorThread(MirrorThread):
                 for msg in messages:
                     if msg.error() is not None or msg.topic() != tp.topic or msg.partition() != tp.partition:
                         continue
-                    if msg.offset() < item.first:
+                    offset = msg.offset()
+                    if offset < item.first:
                         continue
+                    if offset > item.last:
+                        # Past the range (its last records were compacted away): the raw path takes
+                        # it from the batch boundary after the range, not from inside a batch.
+                        last_seen = item.last
+                        break
                     ts_type, timestamp = msg.timestamp()
                     self._producer.send(target, msg.value(), msg.key(), tp.partition,
                                         None if ts_type == _NO_TIMESTAMP or timestamp < 0 else timestamp,
-                                        msg.headers(), tp.topic, tp.partition, msg.offset())
+                                        msg.headers(), tp.topic, tp.partition, offset)
                     self._producer.count_produced(1)
                     self._metrics.consumed(tp, 1, len(msg.value() or b""), 0.0, 0.0, 0.0, 0)
-                    last_seen = msg.offset()
+                    last_seen = offset
                 if last_seen >= item.last:
                     break
                 if messages:
@@ -220,14 +236,24 @@ class RawMirrorThread(MirrorThread):
             return
         if not self._producer.flush(deadline):
             return
-        self._metrics.raw_fallback(item.reason)
-        self._log.debug("record path took %s-%d offsets %d..%d (%s)", tp.topic, tp.partition, item.first,
-                        last_seen, item.reason)
-        self._checkpoint.pending[tp] = last_seen + 1
-        for queued in self._fetcher.work[tp]:
-            self._fetcher.taken(queued)
-        self._fetcher.work[tp].clear()
-        self._fetcher.seek(tp, last_seen + 1)
+        self._metrics.raw_fallback(item.reason, item.batches)
+        self._log.debug("record path took %s-%d offsets %d..%d (%s, %d batches)", tp.topic, tp.partition,
+                        item.first, item.last, item.reason, item.batches)
+        self._checkpoint.pending[tp] = item.last + 1
+        queue = self._fetcher.work.get(tp)
+        if queue and queue[0] is item:
+            queue.popleft()  # what was fetched after the range follows it as it is
+        else:
+            self._fetcher.seek(tp, item.last + 1)
+
+    def _wake_consumer_fetcher(self, start: KafkaTopicPartition) -> None:
+        """librdkafka's broker thread sees a resumed partition only when it next wakes, up to a
+        second later while every partition was paused (a second per record path round on a
+        compacted topic, measured); a request to the partition's leader wakes it now."""
+        try:
+            self._consumer.get_watermark_offsets(start, timeout=1, cached=False)
+        except KafkaException:
+            pass  # only a wake-up: the fetch then starts at the broker thread's next turn
 
     def _ensure_target_topics(self, tps: List[TopicPartition]) -> None:
         super()._ensure_target_topics(tps)

@@ -97,6 +97,29 @@ def test_batches_raw_mode_cannot_forward_take_the_record_path_in_order():
                                                    "larger than the target's max.message.bytes"]
 
 
+def test_batches_with_holes_that_follow_each_other_are_one_record_path_range():
+    """A compacted log is mostly such batches: one range, one round of the record path, for all
+    of them (counted as the batches they were); a batch raw mode forwards, a skipped one or
+    another reason ends the range."""
+    raw, source = fetcher()
+    raw.max_batch_bytes["src"] = 200
+    raw.fetch(0)
+    big = batch(30, 20)
+    assert len(big) > 200
+    source.answer(0, batch(0, 2, last_delta=4) + batch(7, 1, last_delta=2) + batch(12, 3, last_delta=5)  # 0..17
+                  + batch(18, 2) + batch(20, 2, last_delta=3) + batch(24, 1, last_delta=1)  # 18..19 as it is
+                  + big + batch(50, 2, last_delta=2)
+                  + batch(53, 2, attributes=0x10, producer_id=9) + control(55, 9, commit=False)
+                  + batch(56, 1, last_delta=1), aborted=[(9, 53)])
+    assert steps(raw) == [(0, 17, "records"), (18, 19, "batch"), (20, 25, "records"), (30, 49, "records"),
+                          (50, 52, "records"), (53, 54, "skip"), (55, 55, "skip"), (56, 57, "records")]
+    assert [(w.reason, w.batches) for w in raw.work[TP] if w.records] == [
+        ("offset holes (compaction)", 3), ("offset holes (compaction)", 2),
+        ("larger than the target's max.message.bytes", 1), ("offset holes (compaction)", 1),
+        ("offset holes (compaction)", 1)]
+    assert raw.positions[TP] == 58
+
+
 def test_a_batch_larger_than_the_partition_limit_is_asked_for_with_twice_the_room():
     raw, source = fetcher()
     raw.fetch(0)

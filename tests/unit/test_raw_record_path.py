@@ -1,0 +1,116 @@
+"""Raw mode's record path: a range raw mode cannot forward goes through the consumer and the
+record producer, exactly that range, and the raw path goes on from the batch after it.
+
+The stream is built as the runner builds it; its consumer, producers and source are stand-ins
+(a scripted source broker feeds the real fetcher), so these tests see what is sent, what becomes
+pending, and what the raw path does next.
+"""
+
+
+from mirror_maker.engine.state import RunState
+from mirror_maker.handlers import RawBatchHandler
+from mirror_maker.offsets.checkpoint import Checkpoint
+from mirror_maker.ops.metrics import MirrorMetrics
+from mirror_maker.records import TopicPartition
+from mirror_maker.shallow.fetcher import RawFetcher
+from mirror_maker.shallow.worker import RawMirrorThread
+
+from .test_raw_batches import batch
+from .test_raw_fetcher import ScriptedSource
+from .test_worker import Committer, Msg, Producer, TargetTopics, config
+
+TP = TopicPartition("src", 0)
+
+
+class SourceConsumer:
+    """The partition's records as the consumer gives them once resumed and seeked (librdkafka
+    hands back what follows too, the next batch's records included)."""
+
+    def __init__(self, offsets):
+        self.offsets, self.position, self.calls = list(offsets), None, []
+
+    def resume(self, partitions):
+        self.calls.append(("resume", [(p.partition, p.offset) for p in partitions]))
+
+    def seek(self, partition):
+        self.calls.append(("seek", partition.offset))
+        self.position = partition.offset
+
+    def get_watermark_offsets(self, partition, timeout=None, cached=False):
+        self.calls.append(("watermarks", cached))
+        return 0, self.offsets[-1] + 1
+
+    def pause(self, partitions):
+        self.calls.append(("pause", [p.partition for p in partitions]))
+        self.position = None
+
+    def consume(self, num_messages, timeout):
+        if self.position is None:
+            return []
+        ready = [o for o in self.offsets if o >= self.position][:num_messages]
+        if ready:
+            self.position = ready[-1] + 1
+        return [Msg("src", 0, o, b"v%d" % o) for o in ready]
+
+
+class RawProducer:
+    def __init__(self):
+        self.flushed_for = []
+
+    def flush(self, deadline=None, partitions=None):
+        self.flushed_for.append(partitions)
+        return True
+
+
+def stream(records_at):
+    """A raw stream assigned src-0, fed by a scripted source; returns (stream, source, producer, events)."""
+    events = []
+    state = RunState(shutdown_timeout_s=5)
+    producer = Producer(state, events)
+    worker = RawMirrorThread(0, config(), producer, RawBatchHandler(), None, state, None, TargetTopics(),
+                             MirrorMetrics())
+    worker.assigned.add(TP)
+    worker._checkpoint = Checkpoint(producer, Committer(events), state, 1000, metrics=worker._metrics,
+                                    owned=worker.assigned.__contains__)
+    worker._consumer = SourceConsumer(records_at)
+    worker._raw = RawProducer()
+    source = ScriptedSource()
+    worker._fetcher = RawFetcher(source, state, 1)
+    worker._fetcher.assign(TP, 0)
+    return worker, source, producer
+
+
+def test_a_compacted_range_is_mirrored_exactly_and_the_raw_path_takes_the_next_batch_as_it_is():
+    # Offsets 0..9 compacted to 0, 3 and 8 (three batches with holes), then 10..11 as they are.
+    worker, source, producer = stream([0, 3, 8, 10, 11])
+    worker._fetcher.fetch(0)
+    source.answer(0, batch(0, 1, last_delta=2) + batch(3, 1, last_delta=4) + batch(8, 1, last_delta=1)
+                  + batch(10, 2), high=12)
+    sent_raw = []
+    worker._forward = lambda tp, item: sent_raw.append((item.first, item.last))
+    worker._hand_over()  # the range
+    assert [value for _t, value, *_rest in producer.sent] == [b"v0", b"v3", b"v8"]  # not 10, 11
+    assert worker._checkpoint.pending[TP] == 10
+    assert worker._metrics.fallbacks == {"offset holes (compaction)": 3}
+    assert worker._consumer.calls == [("resume", [(0, 0)]), ("seek", 0), ("watermarks", False), ("pause", [0])]
+    assert worker._raw.flushed_for == [[("src", 0)]]  # the raw producer drained for the partition first
+    worker._hand_over()  # what was fetched after it, without fetching again
+    assert sent_raw == [(10, 11)] and len(source.fetches) == 1
+    assert worker._checkpoint.pending[TP] == 12 and worker._fetcher.positions[TP] == 12
+
+
+def test_a_range_whose_last_records_are_gone_ends_at_the_next_record_without_sending_it():
+    worker, source, producer = stream([0, 1, 20, 21])  # 2..9 compacted away, 10..19 deleted batches
+    worker._fetcher.fetch(0)
+    source.answer(0, batch(0, 2, last_delta=9), high=22)
+    worker._hand_over()
+    assert [value for _t, value, *_rest in producer.sent] == [b"v0", b"v1"]
+    assert worker._checkpoint.pending[TP] == 10 and worker._fetcher.positions[TP] == 10
+    assert not worker._fetcher.work[TP]
+
+
+def test_the_consumer_reads_only_for_the_record_path_so_it_does_not_long_poll_unless_told_to():
+    worker, _source, _producer = stream([0])
+    assert worker._consumer_conf()["fetch.wait.max.ms"] == "10"
+    worker._config = config(**{"fetch.wait.max.ms": "250"})
+    assert worker._consumer_conf()["fetch.wait.max.ms"] == "250"  # the user's setting wins
