@@ -7,6 +7,7 @@ request, sequences); on Tansu the target is read with ``check.crcs=true``.
 from __future__ import annotations
 
 import os
+import re
 import signal
 import time
 from collections import defaultdict
@@ -319,6 +320,23 @@ def test_a_compacted_source_is_mirrored_through_its_offset_holes(tmp_path, sourc
     assert "(offset holes (compaction), " in mirror.log()  # the record path's debug line
     committed = source.committed(files.group, topic)
     assert committed == {p: offsets[-1] + 1 for p, offsets in per_partition_offsets(kept).items()}
+
+
+@pytest.mark.needs_kafka_feature("message.timestamp.type=LogAppendTime")
+def test_a_log_append_time_source_keeps_the_source_times_through_the_record_path(tmp_path, source, target, files):
+    """Every batch of a LogAppendTime topic carries the broker's time, which a target would
+    replace: all of them take the record path, as ranges of batches, and the records keep the
+    source's times, in order, in the same partitions."""
+    topic = source.create_topic("raw-append-time", partitions=2, config={"message.timestamp.type": "LogAppendTime"})
+    source.seed(topic, make_records(3000), **{"compression.type": "lz4", "linger.ms": 20, "batch.num.messages": 200})
+    kept = source.read_all(topic, expected=3000)
+    mirror = MirrorProcess(mirror_args(files, topic, RAW, "--exit.when.caught.up", "--log.level", "DEBUG"),
+                           tmp_path / "m.log")
+    assert mirror.wait(120) == 0, mirror.log()
+    rows = target.read_all(topic, expected=3000)
+    assert per_partition(rows) == per_partition(kept)  # the source's append times, not the producer's
+    ranges = re.findall(r"record path took .* \(LogAppendTime, (\d+) batches\)", mirror.log())
+    assert ranges and any(int(batches) > 1 for batches in ranges)
 
 
 def per_partition_offsets(rows) -> Dict[int, List[int]]:

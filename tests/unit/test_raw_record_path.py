@@ -6,7 +6,6 @@ The stream is built as the runner builds it; its consumer, producers and source 
 pending, and what the raw path does next.
 """
 
-
 from mirror_maker.engine.state import RunState
 from mirror_maker.handlers import RawBatchHandler
 from mirror_maker.offsets.checkpoint import Checkpoint
