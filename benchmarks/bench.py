@@ -10,8 +10,9 @@ Kafka's own MirrorMaker v1 (3.9, run as kafka-mirror-maker.sh runs it) and Mirro
 (dedicated mode, tasks = streams); on both, the plain confluent-kafka loop; on Tansu,
 quix-streams' replicator. For each: records/s, MB/s, CPU seconds per GB (JVMs included) and
 peak RSS, medians of --runs runs; on Kafka, raw mode's goal row again with five times the records
-(RAW_GOAL: ingest limit, record mode, raw mode); then the cost growth, a profile,
-results/<date>.json, .md, .png.
+(RAW_GOAL: ingest limit, record mode, raw mode), and raw mode against record mode on sources whose
+batches its record path takes (RECORD_PATH_SOURCES: a LogAppendTime and a compacted topic); then
+the cost growth, a profile, results/<date>.json, .md, .png.
 
 How a run is timed. On Apache Kafka every tool is timed the same way: from process start until
 a watcher sees every record on the target (exact high watermarks, read_committed: the last stable
@@ -33,6 +34,7 @@ import datetime
 import json
 import os
 import platform
+import random
 import re
 import signal
 import statistics
@@ -44,7 +46,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Callable, Dict, List, Optional
 
-from confluent_kafka import Producer, libversion
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, TopicPartition, libversion
 
 ROOT = Path(__file__).resolve().parents[1]
 HERE = Path(__file__).resolve().parent
@@ -68,13 +70,28 @@ LIMIT_LABELS = {"produce": "limit: produce only", "consume": "limit: consume onl
 #: over seconds: of the regular workload, raw mode mirrors a million such records in 0.25 s once
 #: they flow, which a watcher's step and a run's start and end move by 10% either way.
 RAW_GOAL = (100, 5_000_000, "lz4")
+#: Sources whose batches raw mode cannot forward as they are, so that its record path takes them:
+#: every batch of a LogAppendTime topic (the target would stamp its own time), and a compacted
+#: topic's batches with offset holes (Kafka refuses them in a produce request). Record mode and
+#: raw mode over the same records.
+RECORD_PATH = (100, 1_000_000, "lz4")
+RECORD_PATH_SOURCES = {
+    "LogAppendTime": {"message.timestamp.type": "LogAppendTime"},
+    # Seeded with half as many keys as records, drawn at random: the cleaner keeps records of
+    # most batches, so batches with holes run all along the log (Kafka 4's smallest segment).
+    "compacted": {"cleanup.policy": "compact", "segment.bytes": str(1 << 20), "min.cleanable.dirty.ratio": "0.01",
+                  "min.compaction.lag.ms": "0"},
+}
 #: A run that has not mirrored everything by then has failed.
 RUN_TIMEOUT_S = 600
 #: A tool still running this long after its SIGTERM is killed.
 STOP_TIMEOUT_S = 60
 
 
-def seed(bootstrap: str, topics, size: int, count: int, compression: str) -> None:
+def seed(bootstrap: str, topics, size: int, count: int, compression: str, keys: Optional[int] = None) -> None:
+    """``keys``: that many keys, drawn at random (a compacted topic then keeps some records of most
+    batches); else 1,000 in turn."""
+    draw = random.Random(7)
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, "batch.size": 1000000,
                          "batch.num.messages": 100000, "queue.buffering.max.messages": 1000000,
                          "queue.buffering.max.kbytes": 2097151, "message.max.bytes": 10000000,
@@ -86,12 +103,40 @@ def seed(bootstrap: str, topics, size: int, count: int, compression: str) -> Non
         topic = topics[i % len(topics)]
         while True:
             try:
-                producer.produce(topic, value, f"k{i % 1000}".encode())
+                producer.produce(topic, value, f"k{draw.randrange(keys) if keys else i % 1000}".encode())
                 break
             except BufferError:
                 producer.poll(0.05)
     if producer.flush(600):
         raise SystemExit("seeding did not finish")
+
+
+def settled_count(bootstrap: str, topic: str, seeded: int, timeout_s: float = 300.0) -> int:
+    """The records a compacted ``topic`` holds once its log cleaner is done: read every 2 s until
+    the count, below the ``seeded`` one, holds still."""
+    def count() -> int:
+        consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"count-{time.time_ns()}",
+                             "enable.partition.eof": True})
+        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(PARTITIONS)])
+        seen, at_end = 0, set()
+        while len(at_end) < PARTITIONS:
+            for msg in consumer.consume(10000, 1.0):
+                if msg.error() is None:
+                    seen += 1
+                elif msg.error().code() == KafkaError._PARTITION_EOF:
+                    at_end.add(msg.partition())
+        consumer.close()
+        return seen
+
+    deadline = time.monotonic() + timeout_s
+    previous = count()
+    while time.monotonic() < deadline:
+        time.sleep(2)
+        now = count()
+        if now == previous < seeded:
+            return now
+        previous = now
+    raise SystemExit(f"{topic}: the log cleaner did not settle in {timeout_s:.0f} s")
 
 
 def tree_usage(root_pid: int) -> dict:
@@ -286,6 +331,8 @@ class Bench:
                     section["workloads"].append(self.workload(brokers, size, count, compression))
             if kind == "kafka" and self.args.raw_goal:
                 section["raw_goal"] = self.raw_goal(brokers)
+            if kind == "kafka" and self.args.record_path:
+                section["record_path"] = self.record_path(brokers)
 
     def rows(self, kind: str, streams_list) -> List[tuple]:
         """(label, run function) of every measured tool on this broker kind."""
@@ -331,14 +378,20 @@ class Bench:
             row["results"][LIMIT_LABELS[mode]] = self._limit(mode, brokers, size, count, compression,
                                                              None if mode == "produce" else topic)
         rows = self.rows(brokers.kind, self.args.streams) if rows is None else rows
+        row["results"].update(self._run_rows(brokers, topic, compression, count, size, rows))
+        return row
+
+    def _run_rows(self, brokers: Brokers, topic: str, compression: str, count: int, size: int,
+                  rows: List[tuple]) -> Dict[str, dict]:
+        results = {}
         if rows and self.args.warmup:  # the first run after seeding is slower for every tool: not measured
             rows[0][1](brokers, topic, compression, count, f"{brokers.kind}-warmup")
         for label, run in rows:
-            row["results"][label] = summarize(
+            results[label] = summarize(
                 [run(brokers, topic, compression, count, f"{brokers.kind}-{re.sub(r'[^a-z0-9]+', '-', label.lower())}-{i}")
                  for i in range(self.args.runs)], count, size)
-            self._print(label, row["results"][label])
-        return row
+            self._print(label, results[label])
+        return results
 
     def raw_goal(self, brokers: Brokers) -> dict:
         """RAW_GOAL: the target's ingest limit, record mode and raw mode, nothing else."""
@@ -347,6 +400,28 @@ class Bench:
                 ("mirror --use.raw.bytes, --num.streams 1", self._ours(1, extra=("--use.raw.bytes",)))]
         return self.workload(brokers, size, count // 10 if self.args.quick else count, compression,
                              limits=("ingest",), rows=rows, topic=f"raw-goal-{size}{compression}")
+
+    def record_path(self, brokers: Brokers) -> List[dict]:
+        """RECORD_PATH_SOURCES: record mode and raw mode where raw mode's record path takes the
+        batches. A compacted topic is mirrored once its cleaner is done (the records it kept)."""
+        size, count, compression = RECORD_PATH  # all of them even with --quick: fewer fill no segment to clean
+        rows = [("mirror, --num.streams 1", self._ours(1)),
+                ("mirror --use.raw.bytes, --num.streams 1", self._ours(1, extra=("--use.raw.bytes",)))]
+        if self.baseline is not None and (self.baseline / "mirror_maker" / "shallow").is_dir():
+            rows.append((f"mirror --use.raw.bytes at {self.args.baseline}, --num.streams 1",
+                         self._ours(1, extra=("--use.raw.bytes",), root=self.baseline)))
+        out = []
+        for source, config in RECORD_PATH_SOURCES.items():
+            print(f"\n== {brokers.kind}: {size} B x {count:,} ({compression}), {source} source", flush=True)
+            topic = f"record-path-{source.lower()}"
+            compacted = config.get("cleanup.policy") == "compact"
+            brokers.create_topic(brokers.source.bootstrap, topic, config=config)
+            seed(brokers.source.bootstrap, [topic], size, count, compression, keys=count // 2 if compacted else None)
+            kept = settled_count(brokers.source.bootstrap, topic, count) if compacted else count
+            out.append({"source": source, "record_bytes": size, "seeded": count, "records": kept,
+                        "compression": compression,
+                        "results": self._run_rows(brokers, topic, compression, kept, size, rows)})
+        return out
 
     @staticmethod
     def _print(label: str, r: dict) -> None:
@@ -555,6 +630,8 @@ def main() -> None:
     parser.add_argument("--warmup", type=int, default=1, help="a discarded run before each workload's rows")
     parser.add_argument("--no-raw-goal", dest="raw_goal", action="store_false",
                         help="skip raw mode's long goal row on Kafka (RAW_GOAL)")
+    parser.add_argument("--no-record-path", dest="record_path", action="store_false",
+                        help="skip raw mode's record path rows on Kafka (RECORD_PATH_SOURCES)")
     parser.add_argument("--skip-growth", action="store_true")
     parser.add_argument("--skip-profile", action="store_true")
     parser.add_argument("--quick", action="store_true", help="a tenth of the records, one run (a smoke test)")
@@ -582,7 +659,7 @@ def main() -> None:
     from report import write_report  # noqa: E402  (matplotlib only when a report is written)
 
     partial = bool(args.only or args.sizes or args.quick or args.skip_growth or args.skip_profile
-                   or not args.raw_goal or args.brokers != parser.get_default("brokers"))
+                   or not args.raw_goal or not args.record_path or args.brokers != parser.get_default("brokers"))
     paths = write_report(report, HERE / "results", partial)
     print(f"\nwritten: {', '.join(str(p.relative_to(ROOT)) for p in paths)} in {report['minutes']} min")
 
