@@ -24,7 +24,7 @@ from confluent_kafka import KafkaException
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
 from ..clients.polling import poll
-from ..engine.worker import POLL_TIMEOUT_S, MirrorThread, _NO_TIMESTAMP
+from ..engine.worker import POLL_TIMEOUT_S, MirrorThread
 from ..errors import ClientFailed, HandlerFailed, MirrorFailure
 from ..records import RawBatch, TopicPartition
 from .connections import Cluster, FETCH_MAX_BYTES
@@ -58,6 +58,8 @@ class RawMirrorThread(MirrorThread):
         # a producer id).
         self._net = self._source = self._raw = None
         self._target_connections: List[Cluster] = []
+        #: Partitions whose record path records may not be acknowledged yet (see _records_acknowledged).
+        self._records_in_flight: set = set()
 
     def run(self) -> None:
         try:
@@ -155,6 +157,8 @@ class RawMirrorThread(MirrorThread):
                 if item.records:
                     self._record_path(tp, item)
                     break  # the fetcher starts again after the range the record path took
+                if item.batch is not None and not self._records_acknowledged(tp):
+                    break  # the record path's records go first
                 queue.popleft()
                 self._fetcher.taken(item)
                 if item.batch is not None:
@@ -188,7 +192,8 @@ class RawMirrorThread(MirrorThread):
     def _record_path(self, tp: TopicPartition, item: Work) -> None:
         """Mirror offsets ``item.first``..``item.last`` through the consumer and the record
         producer, in order with the raw path (see the module docstring); the raw path goes on
-        from the batch after the range."""
+        from the batch after the range, once the record producer's records are acknowledged
+        (``_records_acknowledged``: not after each range, so that ranges in a row stream)."""
         target = self._target_topic(tp.topic)
         deadline = time.monotonic() + RECORD_PATH_TIMEOUT_S
         if not self._raw.flush(deadline, partitions=[(target, tp.partition)]):
@@ -198,53 +203,84 @@ class RawMirrorThread(MirrorThread):
         consumer.resume([start])
         consumer.seek(start)
         self._wake_consumer_fetcher(start)
-        last_seen, quiet_since = item.first - 1, time.monotonic()
+        self._records_in_flight.add(tp)
         try:
-            while tp in self.assigned and not self._state.stopping and time.monotonic() < deadline:
-                messages = poll(consumer, 500, POLL_TIMEOUT_S)
-                for msg in messages:
-                    if msg.error() is not None or msg.topic() != tp.topic or msg.partition() != tp.partition:
-                        continue
-                    offset = msg.offset()
-                    if offset < item.first:
-                        continue
-                    if offset > item.last:
-                        # Past the range (its last records were compacted away): the raw path takes
-                        # it from the batch boundary after the range, not from inside a batch.
-                        last_seen = item.last
-                        break
-                    ts_type, timestamp = msg.timestamp()
-                    self._producer.send(target, msg.value(), msg.key(), tp.partition,
-                                        None if ts_type == _NO_TIMESTAMP or timestamp < 0 else timestamp,
-                                        msg.headers(), tp.topic, tp.partition, offset)
-                    self._producer.count_produced(1)
-                    self._metrics.consumed(tp, 1, len(msg.value() or b""), 0.0, 0.0, 0.0, 0)
-                    last_seen = offset
-                if last_seen >= item.last:
-                    break
-                if messages:
-                    quiet_since = time.monotonic()
-                elif (time.monotonic() - quiet_since > RECORD_PATH_QUIET_S
-                      and self._fetcher.high_watermarks.get(tp, 0) <= item.last + 1):
-                    last_seen = item.last  # the range's records are gone (compacted away)
-                    break
+            last_seen = self._read_range(tp, item, target, deadline)
         finally:
             consumer.pause([KafkaTopicPartition(tp.topic, tp.partition)])
         if last_seen < item.last or tp not in self.assigned:
             self._fetcher.seek(tp, item.first)  # not done: start the range again later
             self._fetcher.work[tp].clear()
             return
-        if not self._producer.flush(deadline):
-            return
         self._metrics.raw_fallback(item.reason, item.batches)
         self._log.debug("record path took %s-%d offsets %d..%d (%s, %d batches)", tp.topic, tp.partition,
                         item.first, item.last, item.reason, item.batches)
-        self._checkpoint.pending[tp] = item.last + 1
+        self._checkpoint.pending[tp] = item.last + 1  # committed after a flush of both producers
         queue = self._fetcher.work.get(tp)
         if queue and queue[0] is item:
             queue.popleft()  # what was fetched after the range follows it as it is
         else:
             self._fetcher.seek(tp, item.last + 1)
+
+    def _read_range(self, tp: TopicPartition, item: Work, target: str, deadline: float) -> int:
+        """Produce the range's records as the consumer returns them (per record only the copy,
+        as in record mode's hot path; counts once per poll); the last offset done."""
+        consumer, state, metrics = self._consumer, self._state, self._metrics
+        produce, refused = self._producer.produce, self._producer.refused
+        topic, partition, first, last = tp.topic, tp.partition, item.first, item.last
+        last_seen, quiet_since = first - 1, time.monotonic()
+        while tp in self.assigned and not state.stopping and time.monotonic() < deadline:
+            messages = poll(consumer, 500, POLL_TIMEOUT_S)
+            count = nbytes = 0
+            try:
+                for msg in messages:
+                    if msg.error() is not None or msg.partition() != partition or msg.topic() != topic:
+                        continue
+                    offset = msg.offset()
+                    if offset < first:
+                        continue
+                    if offset > last:
+                        # Past the range (its last records were compacted away): the raw path takes
+                        # it from the batch boundary after the range, not from inside a batch.
+                        last_seen = last
+                        break
+                    value, timestamp = msg.value(), msg.timestamp()[1]
+                    try:
+                        produce(target, value, msg.key(), partition, None, None, timestamp if timestamp > 0 else 0,
+                                msg.headers())
+                    except (BufferError, KafkaException) as exc:
+                        refused(exc, target, value, msg.key(), partition, timestamp if timestamp > 0 else 0,
+                                msg.headers(), topic, partition, offset)
+                    if state.failure is not None:
+                        break  # nothing is committed past a failure
+                    last_seen = offset
+                    count += 1
+                    if value is not None:
+                        nbytes += len(value)
+            finally:  # also when a stop interrupted a send: what was handed over is counted
+                if count:
+                    self._producer.count_produced(count)
+                    metrics.consumed(tp, count, nbytes, 0.0, 0.0, 0.0, 0)
+            if last_seen >= last:
+                break
+            if messages:
+                quiet_since = time.monotonic()
+            elif (time.monotonic() - quiet_since > RECORD_PATH_QUIET_S
+                  and self._fetcher.high_watermarks.get(tp, 0) <= last + 1):
+                last_seen = last  # the range's records are gone (compacted away)
+                break
+        return last_seen
+
+    def _records_acknowledged(self, tp: TopicPartition) -> bool:
+        """Whether the raw path may send for ``tp``: the record producer's records before it are
+        acknowledged (flushed now where the record path sent some; a flush that does not end in
+        time leaves the batch for the next round)."""
+        if tp not in self._records_in_flight:
+            return True
+        if not self._producer.flush(time.monotonic() + RECORD_PATH_TIMEOUT_S):
+            return False
+        self._records_in_flight.clear()  # the flush covered every partition's
+        return True
 
     def _wake_consumer_fetcher(self, start: KafkaTopicPartition) -> None:
         """librdkafka's broker thread sees a resumed partition only when it next wakes, up to a

@@ -89,13 +89,37 @@ def test_a_compacted_range_is_mirrored_exactly_and_the_raw_path_takes_the_next_b
     worker._forward = lambda tp, item: sent_raw.append((item.first, item.last))
     worker._hand_over()  # the range
     assert [value for _t, value, *_rest in producer.sent] == [b"v0", b"v3", b"v8"]  # not 10, 11
-    assert worker._checkpoint.pending[TP] == 10
-    assert worker._metrics.fallbacks == {"offset holes (compaction)": 3}
+    assert producer.produced == 3 and worker._metrics.fallbacks == {"offset holes (compaction)": 3}
     assert worker._consumer.calls == [("resume", [(0, 0)]), ("seek", 0), ("watermarks", False), ("pause", [0])]
     assert worker._raw.flushed_for == [[("src", 0)]]  # the raw producer drained for the partition first
-    worker._hand_over()  # what was fetched after it, without fetching again
-    assert sent_raw == [(10, 11)] and len(source.fetches) == 1
+    assert worker._checkpoint.pending[TP] == 10
+    worker._hand_over()  # the batch after it, once the range's records are acknowledged
+    assert producer.events == ["flush"]  # the record producer's, before the raw batch: order kept
+    assert sent_raw == [(10, 11)] and len(source.fetches) == 1  # what was fetched after it, as it is
     assert worker._checkpoint.pending[TP] == 12 and worker._fetcher.positions[TP] == 12
+
+
+def test_ranges_in_a_row_stream_without_waiting_for_acknowledgements_and_a_batch_waits_for_them():
+    worker, source, producer = stream([0, 3, 8, 10, 11])
+    worker._fetcher.fetch(0)
+    source.answer(0, batch(0, 1, last_delta=2), high=12)
+    worker._hand_over()
+    worker._fetcher.fetch(0)
+    source.answer(1, batch(3, 1, last_delta=6), high=12)  # the next answer: a range again
+    worker._hand_over()
+    assert [value for _t, value, *_rest in producer.sent] == [b"v0", b"v3", b"v8"]
+    assert producer.events == []  # nothing waited for the target between the ranges
+    producer.flush_ok = False  # the target does not acknowledge them in time
+    worker._fetcher.fetch(0)
+    source.answer(2, batch(10, 2), high=12)
+    sent_raw = []
+    worker._forward = lambda tp, item: sent_raw.append((item.first, item.last))
+    worker._hand_over()
+    assert sent_raw == [] and producer.events == ["flush"]  # the batch waits: order before progress
+    assert worker._checkpoint.pending[TP] == 10
+    producer.flush_ok = True
+    worker._hand_over()
+    assert sent_raw == [(10, 11)] and worker._checkpoint.pending[TP] == 12
 
 
 def test_a_range_whose_last_records_are_gone_ends_at_the_next_record_without_sending_it():
