@@ -35,11 +35,12 @@ def _table(kind: str, section: dict, machine: dict) -> list:
                   f"Kafka's MirrorMaker v1 from {machine.get('mirror_maker_v1')}, MirrorMaker 2 from "
                   f"{machine.get('mirror_maker_2')} (dedicated mode, IdentityReplicationPolicy), their JVMs "
                   "included in CPU and RSS.", ""]
-    lines += [TIMING.get(kind, ""), "",
-              "The last column: record mode against the slower of the client's produce-only and consume-only "
-              "limits; raw mode (`--use.raw.bytes`) against the target's ingest limit for the same batches.", "",
-              "| Workload | Compression | Run | records/s | MB/s | CPU s/GB | Peak RSS MB | vs limit |",
-              "|---|---|---|---|---|---|---|---|"]
+    lines += [TIMING.get(kind, ""), ""]
+    if section["workloads"]:
+        lines += ["The last column: record mode against the slower of the client's produce-only and consume-only "
+                  "limits; raw mode (`--use.raw.bytes`) against the target's ingest limit for the same batches.", "",
+                  "| Workload | Compression | Run | records/s | MB/s | CPU s/GB | Peak RSS MB | vs limit |",
+                  "|---|---|---|---|---|---|---|---|"]
     for row in section["workloads"]:
         results = row["results"]
         limit, ingest = _limits(row)
@@ -131,7 +132,7 @@ def _record_path(rows: list, title: str) -> list:
     lines = ["", f"### Raw mode's record path on {title}", "",
              "Sources whose batches raw mode cannot forward as they are: every batch of a LogAppendTime topic, and "
              "a compacted topic's batches with offset holes (seeded with half as many random keys as records, "
-             "mirrored once the log cleaner is done: the records it kept). Timed as the rows above.", "",
+             "mirrored once the log cleaner is done: the records it kept). Timed as every run on this broker.", "",
              "| Source | Records | Compression | Run | records/s | CPU s/GB | Peak RSS MB | first record s |",
              "|---|---|---|---|---|---|---|---|"]
     for row in rows:
@@ -167,7 +168,7 @@ def plot(report: dict, path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    kinds = list(report["brokers"])
+    kinds = [kind for kind, section in report["brokers"].items() if section["workloads"]]
     fig, axes = plt.subplots(len(kinds), 1, figsize=(13, 5.5 * len(kinds)), squeeze=False)
     for ax, kind in zip(axes[:, 0], kinds):
         rows = report["brokers"][kind]["workloads"]
@@ -196,7 +197,10 @@ def write_report(report: dict, folder: Path, partial: bool = False):
     paths = [stem.with_suffix(".json"), stem.with_suffix(".md"), stem.with_suffix(".png")]
     paths[0].write_text(json.dumps(report, indent=2, default=str) + "\n")
     paths[1].write_text(markdown(report))
-    plot(report, paths[2])
+    if any(section["workloads"] for section in report["brokers"].values()):
+        plot(report, paths[2])
+    else:  # only the raw goal or record path sections: nothing for the chart
+        paths.pop()
     for path in paths if not partial else ():
         shutil.copyfile(path, folder / f"latest{path.suffix}")
     return paths

@@ -24,6 +24,7 @@ from confluent_kafka import KafkaException
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
 from ..clients.polling import poll
+from ..clients.producer import SendInterrupted
 from ..engine.worker import POLL_TIMEOUT_S, MirrorThread
 from ..errors import ClientFailed, HandlerFailed, MirrorFailure
 from ..records import RawBatch, TopicPartition
@@ -257,6 +258,10 @@ class RawMirrorThread(MirrorThread):
                     count += 1
                     if value is not None:
                         nbytes += len(value)
+            except SendInterrupted as interrupted:
+                self._log.info("Stopping while the producer's queue is full: records from %s on are not "
+                               "committed and are mirrored again on restart", interrupted)
+                break  # the range is not done: none of it is committed
             finally:  # also when a stop interrupted a send: what was handed over is counted
                 if count:
                     self._producer.count_produced(count)

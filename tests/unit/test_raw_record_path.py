@@ -61,11 +61,11 @@ class RawProducer:
         return True
 
 
-def stream(records_at):
-    """A raw stream assigned src-0, fed by a scripted source; returns (stream, source, producer, events)."""
+def stream(records_at, **producer_kwargs):
+    """A raw stream assigned src-0, fed by a scripted source; returns (stream, source, producer)."""
     events = []
     state = RunState(shutdown_timeout_s=5)
-    producer = Producer(state, events)
+    producer = Producer(state, events, **producer_kwargs)
     worker = RawMirrorThread(0, config(), producer, RawBatchHandler(), None, state, None, TargetTopics(),
                              MirrorMetrics())
     worker.assigned.add(TP)
@@ -137,3 +137,14 @@ def test_the_consumer_reads_only_for_the_record_path_so_it_does_not_long_poll_un
     assert worker._consumer_conf()["fetch.wait.max.ms"] == "10"
     worker._config = config(**{"fetch.wait.max.ms": "250"})
     assert worker._consumer_conf()["fetch.wait.max.ms"] == "250"  # the user's setting wins
+
+
+def test_a_stop_while_the_producer_queue_is_full_ends_the_range_undone_and_commits_none_of_it(caplog):
+    worker, source, producer = stream([0, 1, 2, 3], interrupt_at=2)
+    worker._fetcher.fetch(0)
+    source.answer(0, batch(0, 4, last_delta=5), high=6)
+    worker._hand_over()  # no exception: a stop, not a failure
+    assert [value for _t, value, *_rest in producer.sent] == [b"v0", b"v1"] and producer.produced == 2
+    assert TP not in worker._checkpoint.pending and worker._state.failure is None
+    assert worker._fetcher.positions[TP] == 0 and not worker._fetcher.work[TP]  # the range again after a restart
+    assert "records from src-0 offset 2 on are not committed" in caplog.text
