@@ -228,6 +228,7 @@ class RawMirrorThread(MirrorThread):
         as in record mode's hot path; counts once per poll); the last offset done."""
         consumer, state, metrics = self._consumer, self._state, self._metrics
         produce, refused = self._producer.produce, self._producer.refused
+        sync = self._config.sync_send  # producer.type=sync: each record acknowledged before the next
         topic, partition, first, last = tp.topic, tp.partition, item.first, item.last
         last_seen, quiet_since = first - 1, time.monotonic()
         while tp in self.assigned and not state.stopping and time.monotonic() < deadline:
@@ -252,6 +253,8 @@ class RawMirrorThread(MirrorThread):
                     except (BufferError, KafkaException) as exc:
                         refused(exc, target, value, msg.key(), partition, timestamp if timestamp > 0 else 0,
                                 msg.headers(), topic, partition, offset)
+                    if sync:
+                        self._producer.flush()
                     if state.failure is not None:
                         break  # nothing is committed past a failure
                     last_seen = offset

@@ -6,6 +6,8 @@ The stream is built as the runner builds it; its consumer, producers and source 
 pending, and what the raw path does next.
 """
 
+import dataclasses
+
 from mirror_maker.engine.state import RunState
 from mirror_maker.handlers import RawBatchHandler
 from mirror_maker.offsets.checkpoint import Checkpoint
@@ -148,3 +150,12 @@ def test_a_stop_while_the_producer_queue_is_full_ends_the_range_undone_and_commi
     assert TP not in worker._checkpoint.pending and worker._state.failure is None
     assert worker._fetcher.positions[TP] == 0 and not worker._fetcher.work[TP]  # the range again after a restart
     assert "records from src-0 offset 2 on are not committed" in caplog.text
+
+
+def test_with_producer_type_sync_each_record_is_acknowledged_before_the_next():
+    worker, source, producer = stream([0, 3])
+    worker._config = dataclasses.replace(worker._config, sync_send=True)
+    worker._fetcher.fetch(0)
+    source.answer(0, batch(0, 2, last_delta=3), high=4)
+    worker._hand_over()
+    assert [value for _t, value, *_rest in producer.sent] == [b"v0", b"v3"] and producer.events == ["flush", "flush"]
