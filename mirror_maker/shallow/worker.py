@@ -18,7 +18,7 @@ the same partition and is flushed, and the raw path continues after it. Order is
 from __future__ import annotations
 
 import time
-from typing import List
+from typing import List, Optional, Tuple
 
 from confluent_kafka import KafkaException
 from confluent_kafka import TopicPartition as KafkaTopicPartition
@@ -36,6 +36,11 @@ from .producer import RawProducer, connections
 RECORD_PATH_TIMEOUT_S = 30.0
 #: Nothing came back for this long and the range reaches the partition's end: it holds nothing.
 RECORD_PATH_QUIET_S = 1.0
+#: How long the record path waits for the partition's next fetch answer before it pauses.
+NEXT_RANGE_WAIT_S = 0.2
+#: How long the record path reads on from range to range before the loop has its turn again
+#: (commits, the group, the other partitions).
+RECORD_PATH_SLICE_S = 0.5
 
 
 class _Flushes:
@@ -194,10 +199,12 @@ class RawMirrorThread(MirrorThread):
         """Mirror offsets ``item.first``..``item.last`` through the consumer and the record
         producer, in order with the raw path (see the module docstring); the raw path goes on
         from the batch after the range, once the record producer's records are acknowledged
-        (``_records_acknowledged``: not after each range, so that ranges in a row stream)."""
+        (``_records_acknowledged``: not after each range, so that ranges in a row stream). While
+        the next fetch answer begins with a range again (a compacted or LogAppendTime topic),
+        the consumer reads on without a pause, seek and fresh fetch between them, for up to
+        RECORD_PATH_SLICE_S."""
         target = self._target_topic(tp.topic)
-        deadline = time.monotonic() + RECORD_PATH_TIMEOUT_S
-        if not self._raw.flush(deadline, partitions=[(target, tp.partition)]):
+        if not self._raw.flush(time.monotonic() + RECORD_PATH_TIMEOUT_S, partitions=[(target, tp.partition)]):
             return  # stopping, failed or the target away: the next round tries again
         consumer = self._consumer
         start = KafkaTopicPartition(tp.topic, tp.partition, item.first)
@@ -205,14 +212,22 @@ class RawMirrorThread(MirrorThread):
         consumer.seek(start)
         self._wake_consumer_fetcher(start)
         self._records_in_flight.add(tp)
+        ahead: List = []  # messages the consumer returned past a range: the next range's
+        slice_end = time.monotonic() + RECORD_PATH_SLICE_S
         try:
-            last_seen = self._read_range(tp, item, target, deadline)
+            while item is not None:
+                last_seen, ahead = self._read_range(tp, item, target, time.monotonic() + RECORD_PATH_TIMEOUT_S,
+                                                    ahead)
+                if last_seen < item.last or tp not in self.assigned:
+                    self._fetcher.seek(tp, item.first)  # not done: start the range again later
+                    self._fetcher.work[tp].clear()
+                    return
+                self._range_done(tp, item)
+                item = self._next_range(tp, item.last) if time.monotonic() < slice_end else None
         finally:
             consumer.pause([KafkaTopicPartition(tp.topic, tp.partition)])
-        if last_seen < item.last or tp not in self.assigned:
-            self._fetcher.seek(tp, item.first)  # not done: start the range again later
-            self._fetcher.work[tp].clear()
-            return
+
+    def _range_done(self, tp: TopicPartition, item: Work) -> None:
         self._metrics.raw_fallback(item.reason, item.batches)
         self._log.debug("record path took %s-%d offsets %d..%d (%s, %d batches)", tp.topic, tp.partition,
                         item.first, item.last, item.reason, item.batches)
@@ -223,28 +238,44 @@ class RawMirrorThread(MirrorThread):
         else:
             self._fetcher.seek(tp, item.last + 1)
 
-    def _read_range(self, tp: TopicPartition, item: Work, target: str, deadline: float) -> int:
-        """Produce the range's records as the consumer returns them (per record only the copy,
-        as in record mode's hot path; counts once per poll); the last offset done."""
+    def _next_range(self, tp: TopicPartition, after: int) -> Optional[Work]:
+        """The range the record path takes next without pausing: the partition's next work, fetched
+        now if none is queued, when it is a range (else None: the loop goes on)."""
+        queue, fetcher = self._fetcher.work.get(tp), self._fetcher
+        until = time.monotonic() + NEXT_RANGE_WAIT_S
+        while (not queue and fetcher.high_watermarks.get(tp, 0) > after + 1  # else at the partition's end
+               and tp in self.assigned and not self._state.stopping and time.monotonic() < until):
+            fetcher.fetch(self._raw.queued_bytes)
+            self._net.poll(timeout_ms=10)
+            queue = fetcher.work.get(tp)
+        if queue and queue[0].records and queue[0].first > after:
+            return queue[0]
+        return None
+
+    def _read_range(self, tp: TopicPartition, item: Work, target: str, deadline: float,
+                    ahead: List) -> Tuple[int, List]:
+        """Produce the range's records as the consumer returns them, ``ahead`` first (per record
+        only the copy, as in record mode's hot path; counts once per poll): the last offset done,
+        and the messages returned past the range."""
         consumer, state, metrics = self._consumer, self._state, self._metrics
         produce, refused = self._producer.produce, self._producer.refused
         sync = self._config.sync_send  # producer.type=sync: each record acknowledged before the next
         topic, partition, first, last = tp.topic, tp.partition, item.first, item.last
-        last_seen, quiet_since = first - 1, time.monotonic()
+        last_seen, quiet_since, past = first - 1, time.monotonic(), []
         while tp in self.assigned and not state.stopping and time.monotonic() < deadline:
-            messages = poll(consumer, 500, POLL_TIMEOUT_S)
+            messages, ahead = ahead or poll(consumer, 500, POLL_TIMEOUT_S), []
             count = nbytes = 0
             try:
-                for msg in messages:
+                for index, msg in enumerate(messages):
                     if msg.error() is not None or msg.partition() != partition or msg.topic() != topic:
                         continue
                     offset = msg.offset()
                     if offset < first:
                         continue
                     if offset > last:
-                        # Past the range (its last records were compacted away): the raw path takes
-                        # it from the batch boundary after the range, not from inside a batch.
-                        last_seen = last
+                        # Past the range (also where its last records were compacted away): what
+                        # follows is the raw path's, from the batch boundary after the range.
+                        last_seen, past = last, messages[index:]
                         break
                     value, timestamp = msg.value(), msg.timestamp()[1]
                     try:
@@ -277,7 +308,7 @@ class RawMirrorThread(MirrorThread):
                   and self._fetcher.high_watermarks.get(tp, 0) <= last + 1):
                 last_seen = last  # the range's records are gone (compacted away)
                 break
-        return last_seen
+        return last_seen, past
 
     def _records_acknowledged(self, tp: TopicPartition) -> bool:
         """Whether the raw path may send for ``tp``: the record producer's records before it are

@@ -8,11 +8,14 @@ pending, and what the raw path does next.
 
 import dataclasses
 
+import pytest
+
 from mirror_maker.engine.state import RunState
 from mirror_maker.handlers import RawBatchHandler
 from mirror_maker.offsets.checkpoint import Checkpoint
 from mirror_maker.ops.metrics import MirrorMetrics
 from mirror_maker.records import TopicPartition
+from mirror_maker.shallow import worker as shallow_worker
 from mirror_maker.shallow.fetcher import RawFetcher
 from mirror_maker.shallow.worker import RawMirrorThread
 
@@ -55,12 +58,32 @@ class SourceConsumer:
 
 
 class RawProducer:
+    queued_bytes = 0
+
     def __init__(self):
         self.flushed_for = []
 
     def flush(self, deadline=None, partitions=None):
         self.flushed_for.append(partitions)
         return True
+
+
+class ScriptedNet:
+    """The stream's network poll: answers the source's next fetch with the next planned answer."""
+
+    def __init__(self, source):
+        self.source, self.planned, self.answered = source, [], 1  # the test answers the first fetch
+
+    def poll(self, timeout_ms):
+        if self.planned and len(self.source.fetches) > self.answered:
+            self.source.answer(self.answered, **self.planned.pop(0))
+            self.answered += 1
+
+
+@pytest.fixture(autouse=True)
+def no_next_answer_wait(monkeypatch):
+    """A range's end does not wait for a next answer unless a test plans one."""
+    monkeypatch.setattr(shallow_worker, "NEXT_RANGE_WAIT_S", 0.0)
 
 
 def stream(records_at, **producer_kwargs):
@@ -78,6 +101,7 @@ def stream(records_at, **producer_kwargs):
     source = ScriptedSource()
     worker._fetcher = RawFetcher(source, state, 1)
     worker._fetcher.assign(TP, 0)
+    worker._net = ScriptedNet(source)
     return worker, source, producer
 
 
@@ -159,3 +183,33 @@ def test_with_producer_type_sync_each_record_is_acknowledged_before_the_next():
     source.answer(0, batch(0, 2, last_delta=3), high=4)
     worker._hand_over()
     assert [value for _t, value, *_rest in producer.sent] == [b"v0", b"v3"] and producer.events == ["flush", "flush"]
+
+
+def test_while_the_next_answer_is_a_range_again_the_consumer_reads_on_without_a_pause(monkeypatch):
+    """A LogAppendTime or compacted topic: every answer is a range. The consumer stays resumed
+    from one to the next, and what it returned past a range is the next range's."""
+    monkeypatch.setattr(shallow_worker, "NEXT_RANGE_WAIT_S", 5.0)  # bounded: the planned answers come at once
+    worker, source, producer = stream([0, 3, 8, 10, 11, 12])
+    worker._net.planned = [{"records": batch(8, 1, last_delta=1), "high": 14},  # 8..9
+                           {"records": batch(10, 2), "high": 14}]  # as it is: the record path ends
+    worker._fetcher.fetch(0)
+    source.answer(0, batch(0, 1, last_delta=2) + batch(3, 1, last_delta=4), high=14)  # 0..7
+    worker._hand_over()
+    assert [value for _t, value, *_rest in producer.sent] == [b"v0", b"v3", b"v8"]
+    assert worker._consumer.calls == [("resume", [(0, 0)]), ("seek", 0), ("watermarks", False), ("pause", [0])]
+    assert worker._checkpoint.pending[TP] == 10 and worker._metrics.fallbacks == {"offset holes (compaction)": 3}
+    assert [(w.first, w.last) for w in worker._fetcher.work[TP]] == [(10, 11)]  # next: the raw path's
+
+
+def test_reading_on_from_range_to_range_gives_the_loop_its_turn_after_a_slice(monkeypatch):
+    """A partition whose answers are ranges without end (live LogAppendTime traffic) must not
+    keep the loop from commits, the group and the other partitions."""
+    monkeypatch.setattr(shallow_worker, "NEXT_RANGE_WAIT_S", 5.0)
+    monkeypatch.setattr(shallow_worker, "RECORD_PATH_SLICE_S", 0.0)
+    worker, source, producer = stream([0, 3, 8])
+    worker._net.planned = [{"records": batch(8, 1, last_delta=1), "high": 14}]
+    worker._fetcher.fetch(0)
+    source.answer(0, batch(0, 1, last_delta=2) + batch(3, 1, last_delta=4), high=14)
+    worker._hand_over()
+    assert [value for _t, value, *_rest in producer.sent] == [b"v0", b"v3"]  # one range, then the loop's turn
+    assert worker._consumer.calls[-1] == ("pause", [0]) and len(source.fetches) == 1
