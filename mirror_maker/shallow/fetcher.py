@@ -89,6 +89,15 @@ class RawFetcher:
         if tp in self.positions:
             self.positions[tp] = position
 
+    def refetch(self, tp: TopicPartition, position: int) -> None:
+        """Drop what is queued for ``tp`` (its batches no longer count as buffered) and fetch it
+        again from ``position``: a range the record path could not finish."""
+        for item in self.work.get(tp, ()):
+            self.taken(item)
+        if tp in self.work:
+            self.work[tp].clear()
+        self.seek(tp, position)
+
     # -- fetching ------------------------------------------------------------------------
 
     def fetch(self, pending_bytes: int) -> None:

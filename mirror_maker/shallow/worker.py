@@ -10,9 +10,11 @@ before it (the commit flushes the raw producer first).
 
 What raw mode cannot forward as it is (a position inside a batch, magic 0/1, a compacted batch
 with offset holes, LogAppendTime, a batch larger than the target takes) goes through the record
-path for that range: the raw producer is drained for the partition first, then the consumer
-reads the range (librdkafka decompresses and filters it), the shared record producer sends it to
-the same partition and is flushed, and the raw path continues after it. Order is kept.
+path for that range (such batches in a row are one range): the raw producer is drained for the
+partition first, then the consumer reads the range (librdkafka decompresses and filters it) and
+the shared record producer sends it to the same partition; the consumer reads on while the next
+fetch answer is a range again, and the record producer is flushed before the raw path sends on
+that partition again (and before every commit). Order is kept.
 """
 
 from __future__ import annotations
@@ -219,8 +221,7 @@ class RawMirrorThread(MirrorThread):
                 last_seen, ahead = self._read_range(tp, item, target, time.monotonic() + RECORD_PATH_TIMEOUT_S,
                                                     ahead)
                 if last_seen < item.last or tp not in self.assigned:
-                    self._fetcher.seek(tp, item.first)  # not done: start the range again later
-                    self._fetcher.work[tp].clear()
+                    self._fetcher.refetch(tp, item.first)  # not done: the range again later
                     return
                 self._range_done(tp, item)
                 item = self._next_range(tp, item.last) if time.monotonic() < slice_end else None

@@ -167,3 +167,17 @@ def test_an_answer_for_a_position_that_moved_meanwhile_is_dropped():
     raw.forget(TP)
     raw.fetch(0)
     assert len(source.fetches) == 1  # a revoked partition is not fetched
+
+
+def test_a_refetch_drops_the_queue_and_its_buffered_bytes_and_asks_again_from_the_position():
+    raw, source = fetcher()
+    raw.fetch(0)
+    source.answer(0, batch(0, 2, last_delta=3) + batch(4, 3))  # a range, then a batch
+    assert raw.buffered_bytes == len(batch(4, 3))
+    raw.refetch(TP, 0)  # the record path could not finish the range
+    assert raw.buffered_bytes == 0 and not raw.work[TP] and raw.positions[TP] == 0
+    raw.fetch(0)
+    assert source.fetches[1][0] == {("src", 0): (0, PARTITION_MAX_BYTES)}
+    raw.forget(TP)
+    raw.refetch(TP, 5)  # revoked meanwhile: nothing to drop, nothing to fetch
+    assert TP not in raw.positions and TP not in raw.work

@@ -32,6 +32,7 @@ class SourceConsumer:
 
     def __init__(self, offsets):
         self.offsets, self.position, self.calls = list(offsets), None, []
+        self.during_consume = None  # e.g. a rebalance callback that consume serves
 
     def resume(self, partitions):
         self.calls.append(("resume", [(p.partition, p.offset) for p in partitions]))
@@ -49,6 +50,8 @@ class SourceConsumer:
         self.position = None
 
     def consume(self, num_messages, timeout):
+        if self.during_consume is not None:
+            self.during_consume()
         if self.position is None:
             return []
         ready = [o for o in self.offsets if o >= self.position][:num_messages]
@@ -213,3 +216,18 @@ def test_reading_on_from_range_to_range_gives_the_loop_its_turn_after_a_slice(mo
     worker._hand_over()
     assert [value for _t, value, *_rest in producer.sent] == [b"v0", b"v3"]  # one range, then the loop's turn
     assert worker._consumer.calls[-1] == ("pause", [0]) and len(source.fetches) == 1
+
+
+def test_a_partition_revoked_during_its_range_is_left_to_its_next_owner():
+    worker, source, producer = stream([0, 3, 8])
+    worker._fetcher.fetch(0)
+    source.answer(0, batch(0, 1, last_delta=2) + batch(3, 1, last_delta=4) + batch(8, 2), high=10)
+
+    def revoked():  # what the consumer's revoke callback does, served by a consume call
+        worker.assigned.discard(TP)
+        worker._fetcher.forget(TP)
+
+    worker._consumer.during_consume = revoked
+    worker._hand_over()
+    assert TP not in worker._checkpoint.pending and worker._fetcher.buffered_bytes == 0
+    assert worker._consumer.calls[-1] == ("pause", [0])
