@@ -59,6 +59,12 @@ def raw_batches(cluster, topic: str, partitions: int) -> Dict[int, List[tuple]]:
         net.close()
 
 
+def mirrored_and_committed(source, target, group: str, topic: str, acked: List[bytes]) -> None:
+    """Every value the source acknowledged is on the target, and the group committed past all."""
+    target.read_values(topic, acked, timeout_s=90)
+    wait_until(lambda: sum(source.committed(group, topic).values()) >= len(acked), 30, "all committed")
+
+
 def per_partition(rows) -> Dict[int, List]:
     out = defaultdict(list)
     for partition, _offset, rec in sorted(rows, key=lambda row: (row[0], row[1])):
@@ -339,6 +345,24 @@ def test_a_log_append_time_source_keeps_the_source_times_through_the_record_path
     assert ranges and any(int(batches) > 1 for batches in ranges)
 
 
+@pytest.mark.needs_kafka_feature("message.timestamp.type=LogAppendTime")
+def test_a_log_append_time_source_with_traffic_is_committed_as_it_flows(tmp_path, source, target, files):
+    """Every batch takes the record path while records keep coming: commits move while the
+    traffic goes on, and every acknowledged record arrives."""
+    topic = source.create_topic("raw-append-live", partitions=2, config={"message.timestamp.type": "LogAppendTime"})
+    stream = BackgroundProducer(source, topic, rate=500).start()
+    mirror = MirrorProcess(mirror_args(files, topic, RAW, "--offset.commit.interval.ms", "500"), tmp_path / "m.log")
+    try:
+        wait_until(lambda: sum(source.committed(files.group, topic).values()) >= 1000, 60,
+                   "commits while the records flow", step_s=0.5)
+    finally:
+        acked = stream.stop()
+    try:
+        mirrored_and_committed(source, target, files.group, topic, acked)
+    finally:
+        assert mirror.stop(signal.SIGTERM) == 143, mirror.log()
+
+
 def per_partition_offsets(rows) -> Dict[int, List[int]]:
     out = defaultdict(list)
     for partition, offset, _rec in sorted(rows, key=lambda row: (row[0], row[1])):
@@ -383,8 +407,7 @@ def test_two_instances_in_one_group(tmp_path, source, target, files):
     finally:
         acked = stream.stop()
     try:
-        target.read_values(topic, acked, timeout_s=90)
-        wait_until(lambda: sum(source.committed(files.group, topic).values()) >= len(acked), 30, "all committed")
+        mirrored_and_committed(source, target, files.group, topic, acked)
     finally:
         if b is not None:
             assert b.stop(signal.SIGTERM) == 143, b.log()
