@@ -36,10 +36,12 @@ class TargetTopics:
 
     def __init__(self, source: AdminClient, target: AdminClient, batch_bytes: int = 0,
                  remote: Callable[[str], str] = str, replication_factor: Optional[int] = None,
-                 new_topic_configs: Optional[Callable[[str], Dict[str, str]]] = None) -> None:
+                 new_topic_configs: Optional[Callable[[str], Dict[str, str]]] = None, state=None) -> None:
         """``batch_bytes``: the most the producer puts in one batch (its batch.size);
         ``remote``: a topic's name on the target (the replication policy's);
-        ``new_topic_configs``: the configs a topic created for this source topic gets."""
+        ``new_topic_configs``: the configs a topic created for this source topic gets;
+        ``state``: the run's, whose stop ends a wait for a cluster's metadata."""
+        self._state = state
         self._source = source
         self._target = target
         self._batch_bytes = batch_bytes
@@ -69,14 +71,15 @@ class TargetTopics:
             if not wanted:
                 return
             try:
-                existing = list_topic_partitions(self._target)
+                existing = list_topic_partitions(self._target, state=self._state)
                 missing = {(src, dst) for src, dst in wanted if dst not in existing}
                 if missing:
                     self._create(missing)
             except KafkaException as exc:
                 self._pending.update(wanted)
-                log.warning("Cannot check the target topics now (%s); will try again",
-                            exc.args[0].str())
+                if self._state is None or not self._state.stopping:
+                    log.warning("Cannot check the target topics now (%s); will try again",
+                                exc.args[0].str())
                 return
             self._known.update(dst for _, dst in wanted)
             self._pending.difference_update(wanted)
@@ -111,7 +114,8 @@ class TargetTopics:
         """Target topics with fewer partitions than their source topic: target topic -> (source
         topic, target count, source count), the largest source count where several map to one.
         Raises KafkaException when a cluster cannot be listed now."""
-        source, target = list_topic_partitions(self._source), list_topic_partitions(self._target)
+        source = list_topic_partitions(self._source, state=self._state)
+        target = list_topic_partitions(self._target, state=self._state)
         short: Dict[str, Tuple[str, int, int]] = {}
         for src, dsts in mapping.items():
             for dst in dsts:
@@ -126,7 +130,8 @@ class TargetTopics:
         try:
             short = self.short_topics(mapping)
         except KafkaException as exc:
-            log.warning("Cannot compare partition counts now (%s)", exc.args[0].str())
+            if self._state is None or not self._state.stopping:
+                log.warning("Cannot compare partition counts now (%s)", exc.args[0].str())
             return
         if short:
             dst, (src, target_count, source_count) = min(short.items())
@@ -143,7 +148,7 @@ class TargetTopics:
             self.ensure(mapping)
 
     def _create(self, missing: Iterable) -> None:
-        counts = list_topic_partitions(self._source)  # KafkaException: retried by the caller
+        counts = list_topic_partitions(self._source, state=self._state)  # KafkaException: retried by the caller
         new_topics = {}
         for src, dst in sorted(missing):
             if src in counts and dst not in new_topics:

@@ -99,6 +99,22 @@ def test_unreachable_bootstrap_keeps_retrying_names_the_address_and_stops_on_sig
     assert "did not stop in time" not in mirror.log() and "Traceback" not in mirror.log()
 
 
+def test_a_stop_during_an_assignment_s_target_check_with_the_target_away_is_prompt(tmp_path, source):
+    """An assignment checks the target topics; with the target away, librdkafka's metadata wait
+    (which nothing interrupts) held a SIGTERM up to 10 s. It is asked in slices now."""
+    dead = f"127.0.0.1:{free_port()}"
+    topic = source.create_topic("away-check", partitions=2)
+    files = mirror_files(tmp_path, source, Cluster("dead", dead))
+    mirror = MirrorProcess(mirror_args(files, topic), tmp_path / "m.log")
+    try:
+        mirror.wait_for_log(f"Assigned {topic}-0", 30)  # the check follows at once
+        assert mirror.stop(signal.SIGTERM, timeout_s=5) == 143, mirror.log()  # before the 10 s wait's end
+    finally:
+        mirror.kill()
+    assert "Cannot check the target topics" not in mirror.log()  # a stop, not a retry to announce
+    assert "did not stop in time" not in mirror.log() and "Traceback" not in mirror.log()
+
+
 @pytest.mark.needs_own_brokers("a TLS listener with the test's certificates")
 @pytest.mark.parametrize("mode", [[], ["--use.raw.bytes"]], ids=["records", "raw"])
 def test_authentication_failure_names_the_cluster_side(tmp_path, source, target, mode):

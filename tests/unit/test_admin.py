@@ -8,6 +8,8 @@ from types import SimpleNamespace
 import pytest
 from confluent_kafka import KafkaError, KafkaException
 
+from mirror_maker.clients import admin as admin_module
+from mirror_maker.clients.admin import list_topic_partitions
 from mirror_maker.clients.target_topics import TargetTopics
 from mirror_maker.errors import ClientFailed
 
@@ -107,3 +109,65 @@ def test_a_target_topic_taking_smaller_batches_than_the_producer_makes_gets_a_wa
     assert topics.max_message_bytes == {"orders": 2000000, "small": 10000}
     warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
     assert len(warnings) == 1 and "small" in warnings[0] and "set batch.size to at most 10000" in warnings[0]
+
+
+class Run:
+    """The run's state as a metadata wait sees it: a stop after ``stop_after`` waits; waits are
+    recorded, not slept."""
+
+    def __init__(self, stop_after=None):
+        self.stopping, self.waits, self.stop_after = False, [], stop_after
+
+    def wait(self, timeout_s):
+        self.waits.append(round(timeout_s, 2))
+        if self.stop_after is not None and len(self.waits) >= self.stop_after:
+            self.stopping = True
+        return self.stopping
+
+
+class AwayAdmin(FakeAdmin):
+    """A cluster that is away for the first ``away`` requests: each fails at once, its timeout kept."""
+
+    def __init__(self, topics, away):
+        super().__init__(topics)
+        self.away, self.timeouts = away, []
+
+    def list_topics(self, topic=None, timeout=None):
+        self.timeouts.append(round(timeout, 2))
+        if len(self.timeouts) <= self.away:
+            raise KafkaException(KafkaError(KafkaError._TRANSPORT))
+        return super().list_topics(topic, timeout)
+
+
+def test_a_metadata_wait_a_stop_may_end_asks_in_slices_that_grow_to_a_second():
+    """librdkafka's list_topics cannot be interrupted: short slices let a stop end the wait, and
+    slices that grow let a distant cluster's answer come in one."""
+    admin = AwayAdmin({"orders": 3}, away=4)
+    assert list_topic_partitions(admin, state=Run()) == {"orders": 3}
+    assert admin.timeouts == [0.25, 0.5, 1.0, 1.0, 1.0]
+
+
+def test_a_stop_ends_a_metadata_wait_with_the_last_error_and_no_warning(caplog):
+    run = Run(stop_after=2)
+    target = AwayAdmin({}, away=100)
+    with pytest.raises(KafkaException):
+        list_topic_partitions(target, state=run)
+    assert target.timeouts == [0.25, 0.5, 1.0] and run.waits == [0.25, 0.5]  # the request under way, then out
+    topics = TargetTopics(FakeAdmin({"orders": 3}), AwayAdmin({}, away=100), state=Run(stop_after=1))
+    topics.ensure({"orders": ["orders"]})
+    assert "Cannot check the target topics" not in caplog.text  # a stop, not a retry to announce
+
+
+def test_a_metadata_wait_gives_up_at_its_timeout(monkeypatch):
+    clock = [0.0]
+    monkeypatch.setattr(admin_module, "time", SimpleNamespace(monotonic=lambda: clock[0]))
+
+    class Held(AwayAdmin):  # a cluster that is away holds each request for its whole timeout
+        def list_topics(self, topic=None, timeout=None):
+            clock[0] += timeout
+            return super().list_topics(topic, timeout)
+
+    admin = Held({}, away=1000)
+    with pytest.raises(KafkaException):
+        list_topic_partitions(admin, timeout_s=3.0, state=Run())
+    assert admin.timeouts == [0.25, 0.5, 1.0, 1.0, 0.25] and clock[0] == 3.0
