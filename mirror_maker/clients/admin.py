@@ -50,7 +50,7 @@ def admin_client(conf: Dict[str, str], client_id: str) -> AdminClient:
 def list_topic_partitions(admin: AdminClient, topic: Optional[str] = None,
                           timeout_s: float = METADATA_TIMEOUT_S, state=None) -> Dict[str, int]:
     """Topic name to partition count (topics with a metadata error are left out). With the
-    run's ``state``, a stop ends the wait (raising the last error) within STOP_CHECK_S."""
+    run's ``state``, a stop ends the wait (raising the last error) within STOP_CHECK_MAX_S."""
     if state is None:
         metadata = admin.list_topics(topic=topic, timeout=timeout_s)
     else:

@@ -56,6 +56,10 @@ class TargetTopics:
         #: Target topic -> its max.message.bytes, where the target said (read by the producer).
         self.max_message_bytes: Dict[str, int] = {}
 
+    def _stopping(self) -> bool:
+        """A stop ends the metadata waits: a wait it ended is not a failure to announce."""
+        return self._state is not None and self._state.stopping
+
     def ensure(self, mapping: Dict[str, List[str]]) -> None:
         """``mapping``: source topic -> the target topics its records go to.
 
@@ -77,7 +81,7 @@ class TargetTopics:
                     self._create(missing)
             except KafkaException as exc:
                 self._pending.update(wanted)
-                if self._state is None or not self._state.stopping:
+                if not self._stopping():
                     log.warning("Cannot check the target topics now (%s); will try again",
                                 exc.args[0].str())
                 return
@@ -130,7 +134,7 @@ class TargetTopics:
         try:
             short = self.short_topics(mapping)
         except KafkaException as exc:
-            if self._state is None or not self._state.stopping:
+            if not self._stopping():
                 log.warning("Cannot compare partition counts now (%s)", exc.args[0].str())
             return
         if short:
