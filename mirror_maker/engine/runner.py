@@ -103,7 +103,7 @@ class MirrorMaker:
                                        errors=target_errors)
         self._subscription = TopicSubscription(
             source_admin, config.include, config.exclude_internal_topics,
-            config.topic_refresh_ms, config.consumer["bootstrap.servers"], rules)
+            config.topic_refresh_ms, config.consumer["bootstrap.servers"], rules, state=self.state)
         if config.replication.syncs and 0 in self._streams:  # one sync per run (Spark: task 0's)
             self._topic_sync = TopicSync(config.replication, target_topics, configs, source_admin, target_admin,
                                          self.state)

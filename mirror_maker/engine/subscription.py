@@ -27,10 +27,12 @@ class TopicSubscription:
     """The current list of matching topics, with a version the threads compare against."""
 
     def __init__(self, admin, pattern: Pattern[str], exclude_internal: bool,
-                 refresh_ms: int, bootstrap: str, rules=None) -> None:
+                 refresh_ms: int, bootstrap: str, rules=None, state=None) -> None:
         """``rules``: MirrorMaker 2's topic rules (internal topics, cycles, heartbeats), when a
-        replication policy is given."""
+        replication policy is given; ``state``: the run's, whose stop ends a wait for the source's
+        metadata (the runner's loop asks, and with the source away it held a SIGTERM up to 5 s)."""
         self._admin = admin
+        self._state = state
         self._pattern = pattern
         self._rules = rules if rules is not None and rules.mm2_rules else None
         self._exclude_internal = exclude_internal
@@ -64,8 +66,10 @@ class TopicSubscription:
         if now < self._next_refresh:
             return
         try:
-            names = list_topic_partitions(self._admin, timeout_s=5.0)
+            names = list_topic_partitions(self._admin, timeout_s=5.0, state=self._state)
         except KafkaException as exc:
+            if self._state is not None and self._state.stopping:
+                return
             self._unreachable(now, exc.args[0].str())
             self._next_refresh = now + 1.0
             return
