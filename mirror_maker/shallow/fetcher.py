@@ -80,9 +80,8 @@ class RawFetcher:
     def forget(self, tp: TopicPartition) -> None:
         self.positions.pop(tp, None)
         self.high_watermarks.pop(tp, None)
-        for item in self.work.pop(tp, ()):
-            if item.batch is not None:
-                self.buffered_bytes -= item.batch.size
+        self._drop_work(tp)
+        self.work.pop(tp, None)
 
     def seek(self, tp: TopicPartition, position: int) -> None:
         """Continue from ``position`` (after the record path took a range)."""
@@ -92,11 +91,13 @@ class RawFetcher:
     def refetch(self, tp: TopicPartition, position: int) -> None:
         """Drop what is queued for ``tp`` (its batches no longer count as buffered) and fetch it
         again from ``position``: a range the record path could not finish."""
-        for item in self.work.get(tp, ()):
-            self.taken(item)
-        if tp in self.work:
-            self.work[tp].clear()
+        self._drop_work(tp)
         self.seek(tp, position)
+
+    def _drop_work(self, tp: TopicPartition) -> None:
+        queue = self.work.get(tp)
+        while queue:
+            self.taken(queue.popleft())
 
     # -- fetching ------------------------------------------------------------------------
 
@@ -199,8 +200,8 @@ class RawFetcher:
 def _append_range(queue: Deque[Work], item: Work) -> None:
     """Queue a record path range, one with the range before it where they follow each other for
     the same reason: a compacted log is mostly batches with offset holes, and each range is a
-    round of the record path (drain the raw producer, seek, read, flush), which per batch made
-    raw mode 12x slower than record mode there."""
+    round of the record path (drain the raw producer for the partition, resume and seek the
+    consumer, read), which per batch made raw mode 12x slower than record mode there."""
     before = queue[-1] if queue else None
     if before is not None and before.records and before.reason == item.reason and before.last < item.first:
         queue[-1] = replace(before, last=item.last, batches=before.batches + item.batches)
