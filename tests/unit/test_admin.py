@@ -158,16 +158,28 @@ def test_a_stop_ends_a_metadata_wait_with_the_last_error_and_no_warning(caplog):
     assert "Cannot check the target topics" not in caplog.text  # a stop, not a retry to announce
 
 
-def test_a_metadata_wait_gives_up_at_its_timeout(monkeypatch):
+class HeldAdmin(AwayAdmin):
+    """A cluster that is away holds each request for its whole timeout, on the metadata wait's
+    clock (``admin_module.time``, replaced by ``held``)."""
+
+    def __init__(self, topics, away, clock):
+        super().__init__(topics, away)
+        self.clock = clock
+
+    def list_topics(self, topic=None, timeout=None):
+        self.clock[0] += timeout
+        return super().list_topics(topic, timeout)
+
+
+def held(monkeypatch, topics, away):
+    """A HeldAdmin and the fake clock the metadata wait reads (seconds, from 0)."""
     clock = [0.0]
     monkeypatch.setattr(admin_module, "time", SimpleNamespace(monotonic=lambda: clock[0]))
+    return HeldAdmin(topics, away, clock), clock
 
-    class Held(AwayAdmin):  # a cluster that is away holds each request for its whole timeout
-        def list_topics(self, topic=None, timeout=None):
-            clock[0] += timeout
-            return super().list_topics(topic, timeout)
 
-    admin = Held({}, away=1000)
+def test_a_metadata_wait_gives_up_at_its_timeout(monkeypatch):
+    admin, clock = held(monkeypatch, {}, away=1000)
     with pytest.raises(KafkaException):
         list_topic_partitions(admin, timeout_s=3.0, state=Run())
     assert admin.timeouts == [0.25, 0.5, 1.0, 1.0, 0.25] and clock[0] == 3.0

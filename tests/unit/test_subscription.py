@@ -2,12 +2,10 @@
 source that cannot be reached is named and retried, and a stop ends the wait for it."""
 
 import re
-from types import SimpleNamespace
 
-from mirror_maker.clients import admin as admin_module
 from mirror_maker.engine.subscription import TopicSubscription
 
-from .test_admin import AwayAdmin, FakeAdmin, Run
+from .test_admin import AwayAdmin, FakeAdmin, Run, held
 
 
 def subscription(admin, state=None):
@@ -22,15 +20,7 @@ def test_matching_topics_with_their_partition_counts():
 
 
 def test_a_source_that_cannot_be_reached_is_named_and_retried(caplog, monkeypatch):
-    clock = [0.0]
-    monkeypatch.setattr(admin_module, "time", SimpleNamespace(monotonic=lambda: clock[0]))
-
-    class Held(AwayAdmin):  # away: each request held for its whole timeout
-        def list_topics(self, topic=None, timeout=None):
-            clock[0] += timeout
-            return super().list_topics(topic, timeout)
-
-    admin = Held({"orders": 3}, away=1000)
+    admin, clock = held(monkeypatch, {"orders": 3}, away=1000)
     topics = subscription(admin, Run())
     topics.refresh_if_due(now=100.0)
     assert clock[0] == 5.0  # the refresh's whole wait
