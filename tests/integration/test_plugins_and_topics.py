@@ -93,9 +93,10 @@ def test_num_streams_threads_share_the_work_with_cooperative_sticky(tmp_path, so
         assert len(rows) == 600
         assert_order_per_key(rows)
         wait_until(lambda: sum(source.committed(files.group, topic).values()) == 600, 30, "all committed")
-        log = mirror.log()
+        # The records can be done before the last thread's turn: when two members join before the
+        # third, it gets its share at the next rebalance, about a second later (README, Performance).
         for i in range(3):
-            assert f"[mirrormaker-thread-{i}] Assigned" in log
+            mirror.wait_for_log(f"[mirrormaker-thread-{i}] Assigned", 30)
     finally:
         assert mirror.stop(signal.SIGTERM) == 143, mirror.log()
 
