@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import logging
 from collections import deque
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Deque, Dict, List, Optional
 
-from ..records import TopicPartition
+from ..records import RawBatch, TopicPartition
 from .batches import Batch, committed, split
 from .connections import FETCH_MAX_BYTES, MAX_FETCH_VERSION, Cluster, guarded
 
@@ -35,9 +35,9 @@ class Work:
     """One step of a partition's stream, in offset order.
 
     ``batch`` set and ``records`` False: forward the batch as it is. ``records`` True: the
-    record path mirrors offsets ``first``..``last`` (``batches`` batches raw mode cannot
-    forward, or the rest of one a position falls inside). ``skip``: nothing to mirror (aborted
-    or control).
+    record path mirrors offsets ``first``..``last`` (``described``: the batches raw mode cannot
+    forward, or the one a position falls inside, as the raw handler sees them). ``skip``:
+    nothing to mirror (aborted or control).
     """
 
     source: TopicPartition
@@ -47,7 +47,11 @@ class Work:
     records: bool = False
     reason: str = ""
     skip: bool = False
-    batches: int = 1
+    described: List[RawBatch] = field(default_factory=list)
+
+    @property
+    def batches(self) -> int:
+        return len(self.described)
 
 
 class RawFetcher:
@@ -168,14 +172,16 @@ class RawFetcher:
             if not forward:
                 queue.append(Work(tp, max(position, batch.base_offset), batch.last_offset, skip=True))
             elif batch.base_offset < position:
-                queue.append(Work(tp, position, batch.last_offset, records=True, reason="a position inside the batch"))
+                queue.append(Work(tp, position, batch.last_offset, records=True, reason="a position inside the batch",
+                                  described=[batch.describe(tp.topic, tp.partition)]))
             else:
                 reason = batch.why_not_raw(limit)
                 if reason is None:
                     queue.append(Work(tp, batch.base_offset, batch.last_offset, batch=batch))
                     self.buffered_bytes += batch.size
                 else:
-                    _append_range(queue, Work(tp, batch.base_offset, batch.last_offset, records=True, reason=reason))
+                    _append_range(queue, Work(tp, batch.base_offset, batch.last_offset, records=True, reason=reason,
+                                              described=[batch.describe(tp.topic, tp.partition)]))
             position = batch.next_offset
         self.positions[tp] = position
 
@@ -204,6 +210,7 @@ def _append_range(queue: Deque[Work], item: Work) -> None:
     consumer, read), which per batch made raw mode 12x slower than record mode there."""
     before = queue[-1] if queue else None
     if before is not None and before.records and before.reason == item.reason and before.last < item.first:
-        queue[-1] = replace(before, last=item.last, batches=before.batches + item.batches)
+        before.described.extend(item.described)
+        queue[-1] = replace(before, last=item.last)
     else:
         queue.append(item)

@@ -364,15 +364,16 @@ class RawProducer:
         return sum(entry.batch.record_count for log_ in list(self._logs.values()) for entry in list(log_.entries)
                    if not entry.acked)
 
-    def drop_partition(self, topic: str, partition: int) -> None:
-        """Forget what is queued for a target partition (its source partition was revoked or
-        lost). If batches of it were in doubt, the broker's sequence for it is unknown now."""
-        log_ = self._logs.get((topic, partition))
-        if log_ is None or not log_.entries:
-            return  # all acknowledged: its next sequence is still the broker's
-        self.queued_bytes -= sum(entry.batch.size for entry in log_.entries)
-        log_.entries.clear()
-        self._renew = True
+    def drop_source(self, source: TopicPartition) -> None:
+        """Forget the batches of a source partition (revoked or lost) not acknowledged yet, in
+        every target partition a handler sent them to; the others' stay queued. The target's
+        sequence for those partitions is unknown now: a new producer id renumbers what is left."""
+        for log_ in self._logs.values():
+            gone = [entry for entry in log_.entries if entry.source == source]
+            if gone:
+                self.queued_bytes -= sum(entry.batch.size for entry in gone)
+                log_.entries = deque(entry for entry in log_.entries if entry.source != source)
+                self._renew = True
 
     def flush(self, deadline: Optional[float], partitions=None) -> bool:
         """Drive the network until every queued batch (of ``partitions``, target (topic,

@@ -176,24 +176,26 @@ class RawMirrorThread(MirrorThread):
 
     def _forward(self, tp: TopicPartition, item: Work) -> None:
         batch = item.batch
-        described = RawBatch(tp.topic, tp.partition, batch.base_offset, batch.last_offset, batch.record_count,
-                             batch.codec, batch.size, batch.base_timestamp, batch.max_timestamp)
+        described = batch.describe(tp.topic, tp.partition)
+        target = self._handled(described)
+        self._metrics.consumed(tp, batch.record_count, batch.size, *_ages([described]))
+        if target is None:
+            self._metrics.filtered(batch.record_count)
+            return
+        self._raw.send(target, tp.partition, batch, tp)
+
+    def _handled(self, described: RawBatch) -> Optional[str]:
+        """The target topic the raw handler gives a batch (as the replication policy names it),
+        or None: dropped."""
         try:
             target = self._handler.handle_batch(described)
         except MirrorFailure:
             raise
         except Exception as exc:
-            raise HandlerFailed(f"message handler raised on the batch of {tp.topic}-{tp.partition} offsets "
-                                f"{batch.base_offset}..{batch.last_offset}: {type(exc).__name__}: {exc}") from None
-        now_ms = time.time() * 1000.0
-        ages = [now_ms - ts for ts in (batch.base_timestamp, batch.max_timestamp) if ts > 0]
-        self._metrics.consumed(tp, batch.record_count, batch.size, min(ages) if ages else 0.0,
-                               max(ages) if ages else 0.0, sum(ages) / len(ages) * batch.record_count if ages else 0.0,
-                               batch.record_count if ages else 0)
-        if target is None:
-            self._metrics.filtered(batch.record_count)
-            return
-        self._raw.send(self._target_topics.remote(target), tp.partition, batch, tp)
+            raise HandlerFailed(f"message handler raised on the batch of {described.topic}-{described.partition} "
+                                f"offsets {described.base_offset}..{described.last_offset}: "
+                                f"{type(exc).__name__}: {exc}") from None
+        return None if target is None else self._target_topics.remote(target)
 
     # -- the record path ---------------------------------------------------------------
 
@@ -204,21 +206,25 @@ class RawMirrorThread(MirrorThread):
         (``_records_acknowledged``: not after each range, so that ranges in a row stream). While
         the next fetch answer begins with a range again (a compacted or LogAppendTime topic),
         the consumer reads on without a pause, seek and fresh fetch between them, for up to
-        RECORD_PATH_SLICE_S."""
-        target = self._target_topic(tp.topic)
-        if not self._raw.flush(time.monotonic() + RECORD_PATH_TIMEOUT_S, partitions=[(target, tp.partition)]):
-            return  # stopping, failed or the target away: the next round tries again
-        consumer = self._consumer
-        start = KafkaTopicPartition(tp.topic, tp.partition, item.first)
-        consumer.resume([start])
-        consumer.seek(start)
-        self._wake_consumer_fetcher(start)
-        self._records_in_flight.add(tp)
+        RECORD_PATH_SLICE_S. The raw handler decides for each batch of a range as for a batch
+        the raw path forwards (``_routes``)."""
+        consumer, started = self._consumer, False
         ahead: List = []  # messages the consumer returned past a range: the next range's
         slice_end = time.monotonic() + RECORD_PATH_SLICE_S
         try:
             while item is not None:
-                last_seen, ahead = self._read_range(tp, item, target, time.monotonic() + RECORD_PATH_TIMEOUT_S,
+                routes = self._routes(item)
+                targets = sorted({(target, tp.partition) for _last, target in routes if target is not None})
+                if not self._raw.flush(time.monotonic() + RECORD_PATH_TIMEOUT_S, partitions=targets):
+                    return  # stopping, failed or the target away: the next round tries again
+                if not started:
+                    started = True
+                    start = KafkaTopicPartition(tp.topic, tp.partition, item.first)
+                    consumer.resume([start])
+                    consumer.seek(start)
+                    self._wake_consumer_fetcher(start)
+                    self._records_in_flight.add(tp)
+                last_seen, ahead = self._read_range(tp, item, routes, time.monotonic() + RECORD_PATH_TIMEOUT_S,
                                                     ahead)
                 if last_seen < item.last or tp not in self.assigned:
                     self._fetcher.refetch(tp, item.first)  # not done: the range again later
@@ -226,10 +232,25 @@ class RawMirrorThread(MirrorThread):
                 self._range_done(tp, item)
                 item = self._next_range(tp, item.last) if time.monotonic() < slice_end else None
         finally:
-            consumer.pause([KafkaTopicPartition(tp.topic, tp.partition)])
+            if started:
+                consumer.pause([KafkaTopicPartition(tp.topic, tp.partition)])
+
+    def _routes(self, item: Work) -> List[Tuple[int, Optional[str]]]:
+        """Where the records of a range go, batch by batch as the raw handler decides (KIP-712:
+        per batch, never per record; None drops the batch): (a batch's last offset, its target
+        topic), batches in a row with the same target as one."""
+        routes: List[Tuple[int, Optional[str]]] = []
+        for described in item.described:
+            target = self._handled(described)
+            if routes and routes[-1][1] == target:
+                routes[-1] = (described.last_offset, target)
+            else:
+                routes.append((described.last_offset, target))
+        return routes
 
     def _range_done(self, tp: TopicPartition, item: Work) -> None:
         self._metrics.raw_fallback(item.reason, item.batches)
+        self._metrics.consumed(tp, 0, 0, *_ages(item.described))  # its records were counted as they went
         self._log.debug("record path took %s-%d offsets %d..%d (%s, %d batches)", tp.topic, tp.partition,
                         item.first, item.last, item.reason, item.batches)
         self._checkpoint.pending[tp] = item.last + 1  # committed after a flush of both producers
@@ -253,19 +274,20 @@ class RawMirrorThread(MirrorThread):
             return queue[0]
         return None
 
-    def _read_range(self, tp: TopicPartition, item: Work, target: str, deadline: float,
-                    ahead: List) -> Tuple[int, List]:
-        """Produce the range's records as the consumer returns them, ``ahead`` first (per record
-        only the copy, as in record mode's hot path; counts once per poll): the last offset done,
-        and the messages returned past the range."""
+    def _read_range(self, tp: TopicPartition, item: Work, routes: List[Tuple[int, Optional[str]]],
+                    deadline: float, ahead: List) -> Tuple[int, List]:
+        """Produce the range's records as the consumer returns them, ``ahead`` first, each to its
+        batch's target (``routes``; per record only the copy, as in record mode's hot path; counts
+        once per poll): the last offset done, and the messages returned past the range."""
         consumer, state, metrics = self._consumer, self._state, self._metrics
         produce, refused = self._producer.produce, self._producer.refused
         sync = self._config.sync_send  # producer.type=sync: each record acknowledged before the next
         topic, partition, first, last = tp.topic, tp.partition, item.first, item.last
         last_seen, quiet_since, past = first - 1, time.monotonic(), []
+        remaining_routes, bound, target = iter(routes), first - 1, None
         while tp in self.assigned and not state.stopping and time.monotonic() < deadline:
             messages, ahead = ahead or poll(consumer, 500, POLL_TIMEOUT_S), []
-            count = nbytes = 0
+            count = nbytes = dropped = 0
             try:
                 for index, msg in enumerate(messages):
                     if msg.error() is not None or msg.partition() != partition or msg.topic() != topic:
@@ -278,6 +300,12 @@ class RawMirrorThread(MirrorThread):
                         # follows is the raw path's, from the batch boundary after the range.
                         last_seen, past = last, messages[index:]
                         break
+                    while offset > bound:  # the next batch's route
+                        bound, target = next(remaining_routes)
+                    if target is None:  # the handler dropped its batch: committed, not mirrored
+                        last_seen = offset
+                        dropped += 1
+                        continue
                     value, timestamp = msg.value(), msg.timestamp()[1]
                     try:
                         produce(target, value, msg.key(), partition, None, None, timestamp if timestamp > 0 else 0,
@@ -300,7 +328,10 @@ class RawMirrorThread(MirrorThread):
             finally:  # also when a stop interrupted a send: what was handed over is counted
                 if count:
                     self._producer.count_produced(count)
-                    metrics.consumed(tp, count, nbytes, 0.0, 0.0, 0.0, 0)
+                if count or dropped:
+                    metrics.consumed(tp, count + dropped, nbytes, 0.0, 0.0, 0.0, 0)
+                if dropped:
+                    metrics.filtered(dropped)
             if last_seen >= last:
                 break
             if messages:
@@ -374,7 +405,7 @@ class RawMirrorThread(MirrorThread):
             return  # the raw path never started
         for tp in tps:
             self._fetcher.forget(tp)
-            self._raw.drop_partition(self._target_topic(tp.topic), tp.partition)
+            self._raw.drop_source(tp)
 
     def update_lag(self) -> None:
         """Lag from the high watermarks the raw fetches carried."""
@@ -389,3 +420,17 @@ class RawMirrorThread(MirrorThread):
                 self.at_end.add(tp)
             else:
                 self.at_end.discard(tp)
+
+
+def _ages(batches: List[RawBatch]) -> Tuple[float, float, float, int]:
+    """The metrics' record ages (min, max, sum, records counted) from the batches' first and
+    largest timestamps, without reading a record: each record counts as its batch's mean age."""
+    now_ms = time.time() * 1000.0
+    low, high, total, aged = float("inf"), float("-inf"), 0.0, 0
+    for batch in batches:
+        ages = [now_ms - ts for ts in (batch.base_timestamp, batch.max_timestamp) if ts > 0]
+        if ages and batch.record_count:
+            low, high = min(low, *ages), max(high, *ages)
+            total += sum(ages) / len(ages) * batch.record_count
+            aged += batch.record_count
+    return (low, high, total, aged) if aged else (0.0, 0.0, 0.0, 0)

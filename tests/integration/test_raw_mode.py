@@ -413,11 +413,16 @@ def test_two_instances_in_one_group(tmp_path, source, target, files):
             assert b.stop(signal.SIGTERM) == 143, b.log()
 
 
-def test_a_raw_handler_renames_and_drops_batches(tmp_path, source, target, files):
+@pytest.mark.parametrize("timestamps", [
+    "CreateTime",  # every batch forwarded as it is
+    pytest.param("LogAppendTime", marks=pytest.mark.needs_kafka_feature("message.timestamp.type=LogAppendTime")),
+])  # every batch through the record path: the handler decides there too
+def test_a_raw_handler_renames_and_drops_batches(tmp_path, source, target, files, timestamps):
     from .harness import ROOT
 
-    topic = source.create_topic("raw-ren", partitions=2)
-    dropped = source.create_topic(name=f"{topic}.tmp")
+    config = {"message.timestamp.type": timestamps}
+    topic = source.create_topic("raw-ren", partitions=2, config=config)
+    dropped = source.create_topic(name=f"{topic}.tmp", config=config)
     source.seed(topic, make_records(300))
     source.seed(dropped, make_records(30))
     mirror = MirrorProcess(mirror_args(files, f"{topic}.*", RAW, "--exit.when.caught.up", "--message.handler",
@@ -426,7 +431,7 @@ def test_a_raw_handler_renames_and_drops_batches(tmp_path, source, target, files
     assert mirror.wait(90) == 0, mirror.log()
     assert len(target.read_all(f"dc1.{topic}", expected=300)) == 300
     assert target.partitions(f"dc1.{topic}") == 2
-    assert not target.topic_exists(topic) and not target.topic_exists(f"dc1.{dropped}")
+    assert not any(target.topic_exists(name) for name in (topic, dropped, f"dc1.{dropped}"))
     assert sum(source.committed(files.group, dropped).values()) == 30  # dropped, still committed
 
 

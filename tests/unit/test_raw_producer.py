@@ -176,6 +176,34 @@ def test_out_of_order_on_the_first_unacknowledged_batch_takes_a_new_producer_id_
     assert target.producer_ids[2] == 8 and target.carried(2) == [(0, 0, 5)]
 
 
+def test_a_lost_source_partition_s_batches_go_wherever_the_handler_sent_them_and_only_theirs():
+    """A handler may send a source partition's batches to several target topics, and several
+    source topics' to one: losing the partition drops its batches from every target partition,
+    the others' stay and go on under a new producer id, renumbered from 0."""
+    raw, target, _state, _metrics = producer()
+    other = TopicPartition("other", 0)
+    raw.send("dst", 0, split(batch(0, 3))[0], SOURCE)
+    raw.send("dst", 0, split(batch(0, 2))[0], other)  # another source topic, the same target partition
+    raw.send("moved", 0, split(batch(3, 4))[0], SOURCE)  # the handler sent this one elsewhere
+    raw.pump()  # each target partition's first batch is in flight
+    renewed = []
+
+    def init_producer_id(deadline=None):
+        raw.producer_id = 8
+        renewed.append(raw.producer_id)
+        return True
+    raw.init_producer_id = init_producer_id
+    raw.drop_source(SOURCE)
+    assert raw.unacknowledged_records() == 2 and raw.queued_bytes == len(batch(0, 2))
+    for index in range(len(target.requests)):
+        target.answer(index)  # answers for dropped batches count for nothing
+    assert raw.acked_records == 0
+    raw.pump()
+    assert renewed == [8] and target.producer_ids[-1] == 8 and target.carried(len(target.requests) - 1) == [(0, 0, 2)]
+    target.answer(len(target.requests) - 1)
+    assert raw.acked_records == 2 and raw.pending() == 0 and raw.queued_bytes == 0
+
+
 def test_each_partition_keeps_to_one_of_two_connections_with_up_to_5_requests_in_flight_on_each():
     state, lanes = RunState(), [ScriptedTarget(), ScriptedTarget()]
     raw = RawProducer(lanes, IdleNetwork(), state, True, MirrorMetrics())

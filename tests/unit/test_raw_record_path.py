@@ -7,10 +7,12 @@ pending, and what the raw path does next.
 """
 
 import dataclasses
+import time
 
 import pytest
 
 from mirror_maker.engine.state import RunState
+from mirror_maker.errors import HandlerFailed
 from mirror_maker.handlers import RawBatchHandler
 from mirror_maker.offsets.checkpoint import Checkpoint
 from mirror_maker.ops.metrics import MirrorMetrics
@@ -89,12 +91,12 @@ def no_next_answer_wait(monkeypatch):
     monkeypatch.setattr(shallow_worker, "NEXT_RANGE_WAIT_S", 0.0)
 
 
-def stream(records_at, **producer_kwargs):
+def stream(records_at, handler=None, **producer_kwargs):
     """A raw stream assigned src-0, fed by a scripted source; returns (stream, source, producer)."""
     events = []
     state = RunState(shutdown_timeout_s=5)
     producer = Producer(state, events, **producer_kwargs)
-    worker = RawMirrorThread(0, config(), producer, RawBatchHandler(), None, state, None, TargetTopics(),
+    worker = RawMirrorThread(0, config(), producer, handler or RawBatchHandler(), None, state, None, TargetTopics(),
                              MirrorMetrics())
     worker.assigned.add(TP)
     worker._checkpoint = Checkpoint(producer, Committer(events), state, 1000, metrics=worker._metrics,
@@ -231,3 +233,48 @@ def test_a_partition_revoked_during_its_range_is_left_to_its_next_owner():
     worker._hand_over()
     assert TP not in worker._checkpoint.pending and worker._fetcher.buffered_bytes == 0
     assert worker._consumer.calls[-1] == ("pause", [0])
+
+
+class RoutingHandler(RawBatchHandler):
+    """Drops the batch at offset 3, sends the one at 8 to "moved", the rest where they were."""
+
+    def __init__(self):
+        self.seen = []
+
+    def handle_batch(self, batch):
+        self.seen.append((batch.base_offset, batch.last_offset, batch.record_count, batch.max_timestamp))
+        return None if batch.base_offset == 3 else "moved" if batch.base_offset == 8 else batch.topic
+
+
+def test_the_raw_handler_decides_for_each_batch_of_a_range_as_for_a_batch_forwarded_as_it_is():
+    """KIP-712's contract holds where raw mode falls back: a compacted range's batches are
+    shown to the handler one by one, and its records go where it says, or nowhere."""
+    handler = RoutingHandler()
+    worker, source, producer = stream([0, 3, 8, 10, 11], handler)
+    worker._fetcher.fetch(0)
+    now_ms = int(time.time() * 1000)
+    source.answer(0, batch(0, 1, last_delta=2, timestamp=now_ms - 5000) + batch(3, 1, last_delta=4)
+                  + batch(8, 1, last_delta=1) + batch(10, 2), high=12)
+    worker._hand_over()  # the range 0..9
+    assert [(topic, value) for topic, value, *_rest in producer.sent] == [("src", b"v0"), ("moved", b"v8")]
+    assert handler.seen == [(0, 2, 1, now_ms - 4998), (3, 7, 1, 1004), (8, 9, 1, 1001)]
+    assert worker._raw.flushed_for == [[("moved", 0), ("src", 0)]]  # both targets' raw batches first
+    assert worker._checkpoint.pending[TP] == 10  # the dropped batch's offsets are committed too
+    assert producer.produced == 2 and worker._metrics.filtered_records == 1
+    stats = worker._metrics.partitions[TP]
+    assert stats.records == 3  # consumed: the dropped record too, as for a dropped raw batch
+    low, high, _avg = stats.age.values(time.time())
+    assert 4990 < low <= high  # ages from the batches' times, as the raw path reports them
+
+
+def test_a_raw_handler_that_raises_on_a_range_s_batch_fails_the_run_with_nothing_sent():
+    class Raising(RawBatchHandler):
+        def handle_batch(self, batch):
+            raise ValueError("no")
+
+    worker, source, producer = stream([0, 3], Raising())
+    worker._fetcher.fetch(0)
+    source.answer(0, batch(0, 1, last_delta=2) + batch(3, 1), high=4)
+    with pytest.raises(HandlerFailed, match="handler raised on the batch of src-0 offsets 0..2: ValueError: no"):
+        worker._hand_over()
+    assert producer.sent == [] and TP not in worker._checkpoint.pending
