@@ -22,7 +22,8 @@ first mirrored record and the time from SIGTERM to exit are reported too. Exactl
 Kafka only: ours (--exactly.once, default commit interval) against MirrorMaker 2 with
 exactly.once.source.support=enabled, next to the at-least-once rows. On Tansu, whose
 ListOffsets is wrong, the mirror exits by itself (--exit.when.caught.up) and the peers after
-their count: from process start to exit.
+their count: from process start to exit; the mirror's own INFO lines give its group join and its
+rate from then until it caught up.
 
     .venv-bench/bin/python benchmarks/bench.py --runs 3          # what `make bench` runs
 """
@@ -270,6 +271,24 @@ def spark_startup_s(log: Path) -> float:
     return (parse(stamps[1][0]) - parse(stamps[0][0])).total_seconds()
 
 
+def joined_and_caught_up(log: Path, records: int) -> dict:
+    """Where there is no watcher (Tansu), from the mirror's own INFO lines: seconds from its first
+    line to its first assignment (the group join), and the records over the time from then until
+    it saw every partition at its end."""
+    text = log.read_text(errors="replace")
+    stamps = []
+    for line in (r"INFO Starting mirror maker", r"INFO \[[^\]]+\] Assigned ", r"INFO Every assigned partition is at"):
+        found = re.search(rf"^\[([\d-]+ [\d:]+,\d+)\] {line}", text, re.M)
+        if found is None:
+            return {}
+        stamps.append(datetime.datetime.strptime(found.group(1), "%Y-%m-%d %H:%M:%S,%f"))
+    start, assigned, end = stamps
+    if end <= assigned:
+        return {}
+    return {"joined_s": (assigned - start).total_seconds(),
+            "records_per_s_after_join": records / (end - assigned).total_seconds()}
+
+
 def caught_up_count(log: Path) -> int:
     match = re.search(r"Caught up: (\d+) records", log.read_text(errors="replace"))
     return int(match.group(1)) if match else -1
@@ -285,13 +304,16 @@ def summarize(samples, records: int, size: int) -> dict:
                "seconds": round(seconds, 2), "cpu_s_per_gb": round(cpu / gigabytes, 1),
                "peak_rss_mb": round(statistics.median(s["peak_rss_mb"] for s in good), 1),
                "runs": len(samples), "ok": all(s["ok"] for s in samples)}
-    for key in ("first_record_s", "stop_s", "startup_s"):
+    for key in ("first_record_s", "stop_s", "startup_s", "joined_s"):
         values = [s[key] for s in good if s.get(key) is not None]
         if values:
             summary[key] = round(statistics.median(values), 2)
     after_first = [s["records_per_s_after_first"] for s in good if s.get("records_per_s_after_first")]
     if after_first:
         summary["records_per_s_after_first"] = round(statistics.median(after_first))
+    after_join = [s["records_per_s_after_join"] for s in good if s.get("records_per_s_after_join")]
+    if after_join:
+        summary["records_per_s_after_join"] = round(statistics.median(after_join))
     if "startup_s" in summary:
         summary["records_per_s_after_start"] = round(records / max(seconds - summary["startup_s"], 1e-9))
     return summary
@@ -428,6 +450,8 @@ class Bench:
         extra = ""
         if "first_record_s" in r:
             extra = f"  first record {r['first_record_s']} s, stop {r.get('stop_s')} s"
+        elif "joined_s" in r:
+            extra = f"  group joined {r['joined_s']} s, {r.get('records_per_s_after_join', 0):,} rec/s after it"
         print(f"  {label:<40} {r['records_per_s']:>9,} rec/s {r['mb_per_s']:>7} MB/s "
               f"{r['cpu_s_per_gb']:>6} CPU s/GB {r['peak_rss_mb']:>7} MB RSS{extra}"
               f"{'' if r['ok'] else '  (FAILED)'}", flush=True)
@@ -479,7 +503,7 @@ class Bench:
             command = [sys.executable, str(root / "bin" / "kafka-mirror-maker.py"), "--consumer.config",
                        str(consumer_file), "--producer.config", str(producer_file), "--include", topic,
                        "--num.streams", str(streams), "--status.interval.ms", "0",
-                       "--log.level", "INFO" if spark else "WARN", *extra]
+                       "--log.level", "INFO" if spark or brokers.kind == "tansu" else "WARN", *extra]
             if spark:
                 command.append("--spark")
             if brokers.kind == "tansu":
@@ -488,6 +512,8 @@ class Bench:
                                  whole_tree=spark)
             if spark:
                 sample["startup_s"] = spark_startup_s(sample["log"])
+            elif brokers.kind == "tansu" and sample["ok"]:
+                sample.update(joined_and_caught_up(sample["log"], count))
             return sample
         return run
 

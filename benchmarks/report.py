@@ -73,6 +73,21 @@ def _table(kind: str, section: dict, machine: dict) -> list:
             versus_copy = f"{after / copy:.2f}" if after and copy and "--use.raw.bytes" not in label else ""
             lines.append(f"| {_workload(row)} | {row['compression']} | {label} | {r['first_record_s']} | "
                          f"{f'{after:,}' if after else ''} | {ratio} | {versus_copy} | {r.get('stop_s')} |")
+    joined = [(row, label, r) for row in section["workloads"] for label, r in row["results"].items()
+              if "joined_s" in r]
+    if joined:
+        lines += ["", f"### Group join and rate after it on {TITLES.get(kind, kind)}", "",
+                  "Without a watcher here, from the mirror's own INFO lines: seconds from its first line to its "
+                  "first assignment (the group join: the broker's JoinGroup answer), and the records over the time "
+                  "from then until every partition was at its end, against the same limit as above.", "",
+                  "| Workload | Compression | Run | group joined s | records/s after it | vs limit |",
+                  "|---|---|---|---|---|---|"]
+        for row, label, r in joined:
+            limit, ingest = _limits(row)
+            base = ingest if "--use.raw.bytes" in label and ingest else limit
+            after = r.get("records_per_s_after_join")
+            lines.append(f"| {_workload(row)} | {row['compression']} | {label} | {r['joined_s']} | "
+                         f"{f'{after:,}' if after else ''} | {f'{after / base:.2f}' if after and base else ''} |")
     if section.get("raw_goal"):
         lines += _raw_goal(section["raw_goal"], TITLES.get(kind, kind))
     if section.get("record_path"):
