@@ -64,6 +64,18 @@ def producer(abort=True):
     return raw, target, state, metrics
 
 
+def renewing(raw, producer_id=8):
+    """The target gives the next InitProducerId ``producer_id``; returns the ids given."""
+    renewed = []
+
+    def init_producer_id(deadline=None):
+        raw.producer_id = producer_id
+        renewed.append(producer_id)
+        return True
+    raw.init_producer_id = init_producer_id
+    return renewed
+
+
 def queue(raw, *counts, partition=0):
     offset = 0
     for count in counts:
@@ -163,13 +175,7 @@ def test_out_of_order_on_the_first_unacknowledged_batch_takes_a_new_producer_id_
     raw.pump()
     target.answer(0)
     raw.pump()
-    renewed = []
-
-    def init_producer_id(deadline=None):
-        raw.producer_id = 8
-        renewed.append(raw.producer_id)
-        return True
-    raw.init_producer_id = init_producer_id
+    renewed = renewing(raw)
     target.answer(1, p0=45)  # the broker lost our state (e.g. its log was truncated)
     raw.pump()
     assert renewed == [8]
@@ -186,13 +192,7 @@ def test_a_lost_source_partition_s_batches_go_wherever_the_handler_sent_them_and
     raw.send("dst", 0, split(batch(0, 2))[0], other)  # another source topic, the same target partition
     raw.send("moved", 0, split(batch(3, 4))[0], SOURCE)  # the handler sent this one elsewhere
     raw.pump()  # each target partition's first batch is in flight
-    renewed = []
-
-    def init_producer_id(deadline=None):
-        raw.producer_id = 8
-        renewed.append(raw.producer_id)
-        return True
-    raw.init_producer_id = init_producer_id
+    renewed = renewing(raw)
     raw.drop_source(SOURCE)
     assert raw.unacknowledged_records() == 2 and raw.queued_bytes == len(batch(0, 2))
     for index in range(len(target.requests)):
