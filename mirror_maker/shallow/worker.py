@@ -375,9 +375,12 @@ class RawMirrorThread(MirrorThread):
         """Pause the newly assigned partitions in the consumer and fetch them raw from their
         positions. A position the consumer could not resolve is asked for again."""
         self._consumer.pause(positions)
-        self._fetcher.max_batch_bytes.update(
-            {tp.topic: limit for tp in positions
-             for limit in [self._target_topics.max_message_bytes.get(self._target_topic(tp.topic))] if limit})
+        for topic in {position.topic for position in positions}:
+            # A batch goes as it is only where every target topic the handler names takes it.
+            limits = [limit for target in self._targets_of(topic)
+                      for limit in [self._target_topics.max_message_bytes.get(target)] if limit]
+            if limits:
+                self._fetcher.max_batch_bytes[topic] = min(limits)
         for position in positions:
             tp = TopicPartition(position.topic, position.partition)
             offset = position.offset if position.offset >= 0 else self._resolve(position)

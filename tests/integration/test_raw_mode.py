@@ -11,6 +11,7 @@ import re
 import signal
 import time
 from collections import defaultdict
+from pathlib import Path
 from typing import Dict, List
 
 import pytest
@@ -235,6 +236,28 @@ def test_a_record_too_large_goes_the_record_path_and_stops_there(tmp_path, sourc
     assert mirror.wait(60) == 255, mirror.log()
     assert source.committed(files.group, topic).get(0, 0) <= 20
     assert "Traceback" not in mirror.log()
+
+
+def test_a_batch_too_large_for_one_of_the_handler_s_target_topics_goes_the_record_path(tmp_path, source, target):
+    """A handler names two target topics and sends its batches to the one with the smaller
+    max.message.bytes: a batch larger than that takes the record path (its records fit one by
+    one, with batch.size within the limit, as the mirror's warning says), where the target
+    would refuse it as a batch."""
+    from confluent_kafka.admin import NewTopic
+
+    topic = source.create_topic("raw-tight", partitions=1)
+    records = make_records(20, "r", size=2000)  # one batch of about 40 KB
+    source.seed(topic, records, partition=0, **{"linger.ms": 100})
+    target.admin().create_topics([NewTopic(f"{topic}.tight", 1, config={"max.message.bytes": "10000"})])[
+        f"{topic}.tight"].result()
+    files = mirror_files(tmp_path, source, target, producer={"batch.size": "10000"})
+    mirror = MirrorProcess(mirror_args(files, topic, RAW, "--exit.when.caught.up", "--log.level", "DEBUG",
+                                       "--message.handler", "raw_plugins.ToTheSecondTarget"),
+                           tmp_path / "m.log", env={"PYTHONPATH": str(Path(__file__).parent)})
+    assert mirror.wait(90) == 0, mirror.log()
+    assert [rec.value for _p, _o, rec in target.read_all(f"{topic}.tight", expected=20)] == [
+        rec.value for rec in records]
+    assert "larger than the target's max.message.bytes" in mirror.log()
 
 
 @pytest.mark.needs_kafka_feature("a deleted topic gone from the metadata (Tansu's answer for it differs; "

@@ -278,3 +278,23 @@ def test_a_raw_handler_that_raises_on_a_range_s_batch_fails_the_run_with_nothing
     with pytest.raises(HandlerFailed, match="handler raised on the batch of src-0 offsets 0..2: ValueError: no"):
         worker._hand_over()
     assert producer.sent == [] and TP not in worker._checkpoint.pending
+
+
+def test_a_batch_goes_as_it_is_only_where_every_target_topic_of_the_handler_takes_its_size():
+    """A handler may send a topic's batches to several target topics (``target_topics``): one
+    larger than the smallest of their max.message.bytes takes the record path, where the target
+    would refuse it as a batch."""
+    from confluent_kafka import TopicPartition as KafkaTopicPartition
+
+    class TwoTargets(RawBatchHandler):
+        def target_topics(self, source_topic):
+            return ["roomy", "tight"]
+
+    worker, source, _producer = stream([0], TwoTargets())
+    worker._target_topics.max_message_bytes = {"roomy": 100000, "tight": 300}
+    worker._assigned_from([KafkaTopicPartition("src", 0, 0)])
+    assert worker._fetcher.max_batch_bytes == {"src": 300}
+    worker._fetcher.fetch(0)
+    source.answer(len(source.fetches) - 1, batch(0, 1) + batch(1, 40), high=41)
+    assert [(w.first, w.last, w.reason) for w in worker._fetcher.work[TP]] == [
+        (0, 0, ""), (1, 40, "larger than the target's max.message.bytes")]
