@@ -366,9 +366,6 @@ class RawMirrorThread(MirrorThread):
         super()._ensure_target_topics(tps)
         self._target_topics.require_partitions({tp.topic: self._targets_of(tp.topic) for tp in tps})
 
-    def _target_topic(self, source_topic: str) -> str:
-        return next(iter(self._targets_of(source_topic)), self._target_topics.remote(source_topic))
-
     # -- assignment ----------------------------------------------------------------------
 
     def _assigned_from(self, positions) -> None:
