@@ -28,6 +28,18 @@ def _limits(row) -> tuple:
     return limit, results.get("limit: target ingest (raw batches)", {}).get("records_per_s")
 
 
+def _limit_for(row, label: str):
+    """What a run is measured against: raw mode (``--use.raw.bytes``) the target's ingest limit for
+    the same batches where it was measured, everything else the slower client limit."""
+    limit, ingest = _limits(row)
+    return ingest if "--use.raw.bytes" in label and ingest else limit
+
+
+def _rows_with(section: dict, key: str) -> list:
+    """(workload row, run label, result) of every run whose result has ``key``."""
+    return [(row, label, r) for row in section["workloads"] for label, r in row["results"].items() if key in r]
+
+
 def _table(kind: str, section: dict, machine: dict) -> list:
     lines = [f"## {TITLES.get(kind, kind)}", ""]
     if kind == "kafka":
@@ -42,17 +54,13 @@ def _table(kind: str, section: dict, machine: dict) -> list:
                   "| Workload | Compression | Run | records/s | MB/s | CPU s/GB | Peak RSS MB | vs limit |",
                   "|---|---|---|---|---|---|---|---|"]
     for row in section["workloads"]:
-        results = row["results"]
-        limit, ingest = _limits(row)
-        for label, r in results.items():
-            # Raw mode is measured against the target's ingest limit for the same batches.
-            base = ingest if "--use.raw.bytes" in label and ingest else limit
+        for label, r in row["results"].items():
+            base = _limit_for(row, label)
             ratio = "" if label.startswith("limit") or not base else f"{r['records_per_s'] / base:.2f}"
             flag = "" if r["ok"] else " (failed)"
             lines.append(f"| {_workload(row)} | {row['compression']} | {label}{flag} | {r['records_per_s']:,} | "
                          f"{r['mb_per_s']} | {r['cpu_s_per_gb']} | {r['peak_rss_mb']} | {ratio} |")
-    timed = [(row, label, r) for row in section["workloads"] for label, r in row["results"].items()
-             if "first_record_s" in r]
+    timed = _rows_with(section, "first_record_s")
     if timed:
         lines += ["", f"### Start-up, rate once records flow, and stop on {TITLES.get(kind, kind)}", "",
                   "Seconds from process start to the first record on the target; the records after it over the "
@@ -66,15 +74,13 @@ def _table(kind: str, section: dict, machine: dict) -> list:
                   "|---|---|---|---|---|---|---|---|"]
         for row, label, r in timed:
             after = None if "exactly" in label else r.get("records_per_s_after_first")
-            limit, ingest = _limits(row)
-            base = ingest if "--use.raw.bytes" in label and ingest else limit
+            base = _limit_for(row, label)
             ratio = f"{after / base:.2f}" if after and base else ""
             copy = row["results"].get("limit: copy loop (one thread)", {}).get("records_per_s")
             versus_copy = f"{after / copy:.2f}" if after and copy and "--use.raw.bytes" not in label else ""
             lines.append(f"| {_workload(row)} | {row['compression']} | {label} | {r['first_record_s']} | "
                          f"{f'{after:,}' if after else ''} | {ratio} | {versus_copy} | {r.get('stop_s')} |")
-    joined = [(row, label, r) for row in section["workloads"] for label, r in row["results"].items()
-              if "joined_s" in r]
+    joined = _rows_with(section, "joined_s")
     if joined:
         lines += ["", f"### Group join and rate after it on {TITLES.get(kind, kind)}", "",
                   "Without a watcher here, from the mirror's own INFO lines: seconds from its first line to its "
@@ -83,8 +89,7 @@ def _table(kind: str, section: dict, machine: dict) -> list:
                   "| Workload | Compression | Run | group joined s | records/s after it | vs limit |",
                   "|---|---|---|---|---|---|"]
         for row, label, r in joined:
-            limit, ingest = _limits(row)
-            base = ingest if "--use.raw.bytes" in label and ingest else limit
+            base = _limit_for(row, label)
             after = r.get("records_per_s_after_join")
             lines.append(f"| {_workload(row)} | {row['compression']} | {label} | {r['joined_s']} | "
                          f"{f'{after:,}' if after else ''} | {f'{after / base:.2f}' if after and base else ''} |")
@@ -92,8 +97,7 @@ def _table(kind: str, section: dict, machine: dict) -> list:
         lines += _raw_goal(section["raw_goal"], TITLES.get(kind, kind))
     if section.get("record_path"):
         lines += _record_path(section["record_path"], TITLES.get(kind, kind))
-    spark = [(row, label, r) for row in section["workloads"] for label, r in row["results"].items()
-             if "startup_s" in r]
+    spark = _rows_with(section, "startup_s")
     if spark:
         lines += ["", f"### Spark mode on {TITLES.get(kind, kind)} (local mode, one JVM and one Python process "
                   "per stream)", "",
