@@ -5,10 +5,11 @@ partitions.
 
 from __future__ import annotations
 
+import concurrent.futures
 import time
-from typing import Dict, Optional
+from typing import Dict, Iterable, Optional
 
-from confluent_kafka import KafkaException
+from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient
 
 from ..ops.log import librdkafka_logger
@@ -79,3 +80,15 @@ def _list_topics_until_stop(admin: AdminClient, topic: Optional[str], timeout_s:
                 raise
             state.wait(slice_s - (time.monotonic() - started))  # an answer that failed at once
             slice_s = min(slice_s * 2, STOP_CHECK_MAX_S)
+
+
+def wait_for_answers(futures: Iterable[concurrent.futures.Future], state=None) -> None:
+    """Wait until an admin request's futures are answered (librdkafka answers each by the
+    request's timeout, an error if nothing else). With the run's ``state``, a stop ends the wait
+    within STOP_CHECK_S with a KafkaException: a CreateTopics the target holds for its 30 s
+    otherwise held a SIGTERM as long, past a shorter --shutdown.timeout.ms."""
+    pending = set(futures)
+    while pending:
+        if state is not None and state.stopping:
+            raise KafkaException(KafkaError(KafkaError._TIMED_OUT, "the mirror is stopping"))
+        pending = concurrent.futures.wait(pending, timeout=STOP_CHECK_S if state is not None else None).not_done

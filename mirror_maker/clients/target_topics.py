@@ -24,7 +24,7 @@ from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic, ResourceType
 
 from ..errors import ClientFailed
-from .admin import list_topic_partitions
+from .admin import list_topic_partitions, wait_for_answers
 
 log = logging.getLogger("mirror_maker.admin")
 
@@ -94,6 +94,7 @@ class TargetTopics:
         resources = [ConfigResource(ResourceType.TOPIC, topic) for topic in topics]
         try:
             futures = self._target.describe_configs(resources, request_timeout=CREATE_TIMEOUT_S)
+            wait_for_answers(futures.values(), self._state)
         except KafkaException as exc:
             log.debug("cannot read the target topics' configs: %s", exc)
             return
@@ -165,6 +166,7 @@ class TargetTopics:
         futures = self._target.create_topics(list(new_topics.values()),
                                              operation_timeout=CREATE_TIMEOUT_S,
                                              request_timeout=CREATE_TIMEOUT_S)
+        wait_for_answers(futures.values(), self._state)  # KafkaException at a stop: the caller's retry
         for name, future in futures.items():
             try:
                 future.result()

@@ -234,7 +234,7 @@ class MirrorMaker:
         undelivered = 0
         for closing in (self._syncs_topic, self._failover):
             if closing is not None:
-                closing.close()
+                closing.close(deadline)
         if self.producer is not None:
             self.producer.close(deadline)
             undelivered = self.undelivered = self.producer.unacknowledged()

@@ -225,7 +225,12 @@ class ConsumerFailover:
         self._producer.poll(0)
         return 1
 
-    def close(self) -> None:
-        self._producer.flush(5)
+    def close(self, deadline: float) -> None:
+        """Flush the last checkpoints and heartbeats until the stop's ``deadline``: a checkpoint
+        not written leaves the one before it, which a failed-over group resumes from (it reads
+        some records again, it misses none)."""
+        left = self._producer.flush(max(0.0, deadline - time.monotonic()))
+        if left:
+            log.warning("%d checkpoints and heartbeats were not written before the stop", left)
         if self._store is not None:
             self._store.close()

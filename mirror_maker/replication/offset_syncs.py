@@ -129,8 +129,9 @@ class OffsetSyncsTopic:
             except BufferError:
                 self._producer.poll(0.1)
 
-    def close(self, timeout_s: float = 5.0) -> None:
-        left = self._producer.flush(timeout_s)
+    def close(self, deadline: float) -> None:
+        """Flush what was written, until the stop's ``deadline`` (``time.monotonic()``)."""
+        left = self._producer.flush(max(0.0, deadline - time.monotonic()))
         if left:
             log.warning("%d offset syncs were not written before the stop", left)
 

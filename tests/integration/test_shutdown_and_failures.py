@@ -2,11 +2,12 @@
 
 import contextlib
 import signal
+import time
 from pathlib import Path
 
 import pytest
 
-from .harness import MirrorProcess, make_records, mirror_args, mirror_files
+from .harness import MirrorProcess, make_records, mirror_args, mirror_files, unique, wait_until
 
 PLUGINS = {"PYTHONPATH": str(Path(__file__).parent)}
 
@@ -37,16 +38,18 @@ def test_listener_raising_stops_the_mirror(tmp_path, source, target, files):
 
 
 @contextlib.contextmanager
-def mirror_with_target_cut(tmp_path, source, target, shutdown_timeout_ms: str):
-    """A mirror whose target is cut off (through a proxy) right after it got its partitions,
-    with records consumed that it cannot deliver."""
+def mirror_with_target_cut(tmp_path, source, target, shutdown_timeout_ms: str, *extra: str,
+                           before_cut=lambda: None):
+    """A mirror whose target is cut off (through a proxy) right after it got its partitions
+    (and ``before_cut`` returned), with records consumed that it cannot deliver."""
     proxy, proxied = target.proxy(tmp_path)
     topic = source.create_topic("cut")
     files = mirror_files(tmp_path, source, proxied)
     mirror = MirrorProcess(mirror_args(files, topic, "--shutdown.timeout.ms", shutdown_timeout_ms,
-                                       "--status.interval.ms", "200"), tmp_path / "m.log")
+                                       "--status.interval.ms", "200", *extra), tmp_path / "m.log")
     try:
         mirror.wait_for_log("Resetting offset for partition", 30)  # target topic checked
+        before_cut()
         proxy.cut()
         source.seed(topic, make_records(20))
         mirror.wait_for_log("20 waiting for the target", 30)  # consumed, but not deliverable
@@ -60,6 +63,36 @@ def test_shutdown_is_bounded_while_the_target_is_away(tmp_path, source, target):
     with mirror_with_target_cut(tmp_path, source, target, "2000") as (mirror, files, topic):
         assert mirror.stop(signal.SIGTERM, timeout_s=30) == 143, mirror.log()
         assert "not acknowledged by the target before the deadline" in mirror.log()
+        assert source.committed(files.group, topic) == {}
+
+
+@pytest.mark.needs_own_brokers("cuts the target off through a proxy")
+@pytest.mark.needs_kafka_feature("MirrorMaker 2's internal topics created on the target")
+def test_shutdown_is_bounded_with_heartbeats_and_checkpoints_waiting_for_the_target(tmp_path, source, target):
+    """Heartbeats and checkpoints have their own producer to the target, and offset syncs theirs:
+    their last writes are flushed within the same deadline as the mirror's records (each waited
+    5 s more after it)."""
+    alias = unique("a")  # this mirror's heartbeats, in a topic the tests share
+
+    def heartbeat_on_target() -> bool:
+        return target.topic_exists("heartbeats") and any(
+            alias.encode() in rec.key for _p, _o, rec in target.read_all("heartbeats", timeout_s=30))
+
+    failover = ("--message.handler", "mirror_maker.handlers.PartitionPreservingHandler",
+                "--replication.policy.class", "default", "--source.cluster.alias", alias,
+                "--emit.offset-syncs.enabled", "true", "--offset-syncs.topic.location", "target",
+                "--emit.checkpoints.enabled", "true", "--emit.checkpoints.interval.seconds", "1",
+                "--emit.heartbeats.enabled", "true", "--emit.heartbeats.interval.seconds", "1")
+    with mirror_with_target_cut(tmp_path, source, target, "2000", *failover,
+                                before_cut=lambda: wait_until(heartbeat_on_target, 30, "a heartbeat on the target")
+                                ) as (mirror, files, topic):
+        # Status lines come every 200 ms: 10 of them during the outage are 2 s, two heartbeats'
+        # time, so the heartbeat producer holds records the target never acknowledged.
+        wait_until(lambda: mirror.log().count(" 20 waiting for the target") >= 10, 30, "2 s of the outage")
+        started = time.monotonic()
+        assert mirror.stop(signal.SIGTERM, timeout_s=30) == 143, mirror.log()
+        assert time.monotonic() - started < 2.0 + 1.5, mirror.log()  # the deadline, and the exit itself
+        assert "checkpoints and heartbeats were not written before the stop" in mirror.log()
         assert source.committed(files.group, topic) == {}
 
 

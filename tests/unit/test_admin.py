@@ -183,3 +183,49 @@ def test_a_metadata_wait_gives_up_at_its_timeout(monkeypatch):
     with pytest.raises(KafkaException):
         list_topic_partitions(admin, timeout_s=3.0, state=Run())
     assert admin.timeouts == [0.25, 0.5, 1.0, 1.0, 0.25] and clock[0] == 3.0
+
+
+class HoldingAdmin(FakeAdmin):
+    """A target that holds CreateTopics (as Kafka does for its operation timeout while the
+    controller is busy): its futures are answered only by ``answer()``."""
+
+    def __init__(self, topics):
+        super().__init__(topics)
+        self.held = {}
+
+    def create_topics(self, new_topics, operation_timeout=None, request_timeout=None):
+        self.held = {new.topic: Future() for new in new_topics}
+        return dict(self.held)
+
+    def answer(self):
+        for name, future in self.held.items():
+            self.topics[name] = 1
+            future.set_result(None)
+
+
+def test_a_stop_ends_the_wait_for_a_held_topic_creation_and_the_topic_stays_pending(caplog):
+    import threading
+    import time
+
+    from mirror_maker.engine.state import RunState
+
+    state, target = RunState(), HoldingAdmin({})
+    topics = TargetTopics(FakeAdmin({"orders": 3}), target, state=state)
+    threading.Timer(0.3, state.request_stop).start()
+    started = time.monotonic()
+    topics.ensure({"orders": ["orders"]})
+    assert time.monotonic() - started < 1.0  # the stop's slice, not the request's 30 s
+    assert topics._pending == {("orders", "orders")}  # checked again if the run went on
+    assert "Cannot check the target topics" not in caplog.text  # a stop, not a retry to announce
+
+
+def test_a_held_topic_creation_is_waited_for_until_it_is_answered():
+    import threading
+
+    from mirror_maker.engine.state import RunState
+
+    target = HoldingAdmin({})
+    topics = TargetTopics(FakeAdmin({"orders": 3}), target, state=RunState())
+    threading.Timer(0.6, target.answer).start()  # after two of the stop's slices
+    topics.ensure({"orders": ["orders"]})
+    assert topics._pending == set() and target.topics == {"orders": 1}

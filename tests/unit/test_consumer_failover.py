@@ -89,3 +89,30 @@ def test_failover_options_checked_in_one_line(tmp_path, capsys, extra, message):
                    *extra]) == 1
     err = capsys.readouterr().err
     assert message in err and "Traceback" not in err, err
+
+
+@pytest.mark.parametrize("closing", ["checkpoints", "offset syncs"])
+def test_the_failover_producers_flush_until_the_stop_s_deadline_and_no_longer(caplog, closing):
+    """Checkpoints, heartbeats and offset syncs each have their own producer: at a stop, what
+    the target has not acknowledged is given up at the run's deadline (it waited 5 s more)."""
+    import time
+
+    from mirror_maker.config.replication import ReplicationOptions
+    from mirror_maker.replication.checkpoints import ConsumerFailover
+    from mirror_maker.replication.offset_syncs import OffsetSyncsTopic
+    from mirror_maker.replication.policies import topic_rules
+
+    away = {"bootstrap.servers": "127.0.0.1:1"}  # nothing listens: nothing is ever acknowledged
+    if closing == "checkpoints":
+        options = ReplicationOptions(policy="default", source_alias="a", emit_heartbeats=True)
+        writer = ConsumerFailover(options, topic_rules(options), None, None, None, away)
+        writer._created.add(writer.heartbeats_topic)  # as if created before the target went away
+        writer.emit_heartbeat()
+    else:
+        writer = OffsetSyncsTopic("mm2-offset-syncs.b.internal", away, None, None)
+        writer._created = True
+        writer.write([OffsetSync("orders", 0, 100, 42)])
+    started = time.monotonic()
+    writer.close(started + 0.3)
+    assert time.monotonic() - started < 1.0
+    assert "not written before the stop" in caplog.text
