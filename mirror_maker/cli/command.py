@@ -169,8 +169,13 @@ def _check_offset_syncs(config, handler) -> None:
     if not config.replication.emit_offset_syncs:
         return
     if config.use_raw_bytes:
-        raise ConfigError("--emit.offset-syncs.enabled with --use.raw.bytes is not supported yet: the raw "
-                          "path does not report its runs of records to the offset syncs")
+        from ..handlers import RawBatchHandler
+
+        if type(handler) is not RawBatchHandler:
+            raise ConfigError("--emit.offset-syncs.enabled with --use.raw.bytes needs raw mode's own handler "
+                              "(each batch to its topic as the replication policy names it): a --message.handler "
+                              "may send batches elsewhere, where their offsets cannot be followed")
+        return  # raw mode keeps partition numbers
     if config.exactly_once:
         raise ConfigError("--emit.offset-syncs.enabled with --exactly.once is not supported: transaction "
                           "markers take target offsets, so target offsets cannot be counted")

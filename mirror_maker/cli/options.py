@@ -138,7 +138,8 @@ MM2_OPTIONS = [
      "Integer: How often topic ACLs are synced.", "600", dict(type=int)),
     (("--emit.offset-syncs.enabled",), "emit_offset_syncs",
      "String: true: (source offset, target offset) pairs of mirrored records go to MirrorMaker 2's "
-     "offset-syncs topic (needs the source partition kept: PartitionPreservingHandler).", "false",
+     "offset-syncs topic (needs the source partition kept: PartitionPreservingHandler, or --use.raw.bytes).",
+     "false",
      dict(callback=_boolean)),
     (("--offset-syncs.topic.location",), "offset_syncs_location",
      "String: source or target: the cluster of the offset-syncs topic.", "source", {}),

@@ -183,6 +183,8 @@ class RawMirrorThread(MirrorThread):
             self._metrics.filtered(batch.record_count)
             return
         self._raw.send(target, tp.partition, batch, tp)
+        if self.offset_syncs is not None:  # a batch takes as many target offsets as it has records
+            self.offset_syncs.record(tp, batch.base_offset, batch.last_offset, batch.record_count)
 
     def _handled(self, described: RawBatch) -> Optional[str]:
         """The target topic the raw handler gives a batch (as the replication policy names it),
@@ -279,7 +281,7 @@ class RawMirrorThread(MirrorThread):
         """Produce the range's records as the consumer returns them, ``ahead`` first, each to its
         batch's target (``routes``; per record only the copy, as in record mode's hot path; counts
         once per poll): the last offset done, and the messages returned past the range."""
-        consumer, state, metrics = self._consumer, self._state, self._metrics
+        consumer, state, metrics, syncs = self._consumer, self._state, self._metrics, self.offset_syncs
         produce, refused = self._producer.produce, self._producer.refused
         sync = self._config.sync_send  # producer.type=sync: each record acknowledged before the next
         topic, partition, first, last = tp.topic, tp.partition, item.first, item.last
@@ -328,6 +330,8 @@ class RawMirrorThread(MirrorThread):
             finally:  # also when a stop interrupted a send: what was handed over is counted
                 if count:
                     self._producer.count_produced(count)
+                    if syncs is not None:  # from its first record: a sync must not name an offset before it
+                        syncs.record(tp, _first_offset(messages, tp, first), last_seen, count)
                 if count or dropped:
                     metrics.consumed(tp, count + dropped, nbytes, 0.0, 0.0, 0.0, 0)
                 if dropped:
@@ -420,6 +424,16 @@ class RawMirrorThread(MirrorThread):
                 self.at_end.add(tp)
             else:
                 self.at_end.discard(tp)
+
+
+def _first_offset(messages: List, tp: TopicPartition, first: int) -> int:
+    """The offset of the first of ``messages`` in ``tp`` from ``first`` on: where a poll's run of
+    the record path begins (found once per poll, not per record)."""
+    for msg in messages:
+        if msg.error() is None and msg.partition() == tp.partition and msg.topic() == tp.topic \
+                and msg.offset() >= first:
+            return msg.offset()
+    return first
 
 
 def _ages(batches: List[RawBatch]) -> Tuple[float, float, float, int]:

@@ -77,13 +77,23 @@ def mirror_maker_2_client(target, alias, group):
     return done.stdout.splitlines()
 
 
-def test_a_group_fails_over_to_the_target_missing_nothing(tmp_path, source, target, files):
-    topic = source.create_topic("failover", partitions=2)
+#: Raw mode keeps partitions with its own handler: the failover options without a handler.
+RAW_FAILOVER = ("--use.raw.bytes", *FAILOVER[2:])
+
+
+@pytest.mark.parametrize("mode, topic_config", [
+    (FAILOVER, {}),
+    (RAW_FAILOVER, {}),  # batches forwarded as they are
+    # Every batch through raw mode's record path (its DEBUG line names each range).
+    ((*RAW_FAILOVER, "--log.level", "DEBUG"), {"message.timestamp.type": "LogAppendTime"}),
+], ids=["records", "raw", "raw-record-path"])
+def test_a_group_fails_over_to_the_target_missing_nothing(tmp_path, source, target, files, mode, topic_config):
+    topic = source.create_topic("failover", partitions=2, config=topic_config)
     records = make_records(1000)
     source.seed(topic, records)
     group = unique("app")
     on_source = read_and_commit(source, group, topic, 600)
-    mirror = MirrorProcess(mirror_args(files, topic, *FAILOVER, "--groups", group), tmp_path / "mirror.log")
+    mirror = MirrorProcess(mirror_args(files, topic, *mode, "--groups", group), tmp_path / "mirror.log")
     remote = f"a.{topic}"
     try:
         target.read_values(remote, [r.value for r in records])
@@ -104,6 +114,8 @@ def test_a_group_fails_over_to_the_target_missing_nothing(tmp_path, source, targ
     again = sum((values_source & values_target).values())
     assert again <= 2 * LAG_MAX, f"{again} records read again after the failover"
     assert "Synced the offsets of group" in mirror.log()
+    if topic_config:
+        assert "(LogAppendTime, " in mirror.log()
 
 
 def test_a_group_active_on_the_target_is_never_overwritten(tmp_path, source, target, files):

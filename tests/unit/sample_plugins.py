@@ -49,3 +49,10 @@ class ArgListener(RebalanceListener):
 
 class NotAListener:
     pass
+
+
+class RenamingRawHandler:
+    """A raw handler (KIP-712): every batch to ``moved.<topic>``."""
+
+    def handle_batch(self, batch):
+        return "moved." + batch.topic

@@ -66,11 +66,14 @@ class RawProducer:
     queued_bytes = 0
 
     def __init__(self):
-        self.flushed_for = []
+        self.flushed_for, self.sent = [], []
 
     def flush(self, deadline=None, partitions=None):
         self.flushed_for.append(partitions)
         return True
+
+    def send(self, target, partition, batch, source):
+        self.sent.append((target, partition, batch.base_offset, batch.last_offset))
 
 
 class ScriptedNet:
@@ -298,3 +301,29 @@ def test_a_batch_goes_as_it_is_only_where_every_target_topic_of_the_handler_take
     source.answer(len(source.fetches) - 1, batch(0, 1) + batch(1, 40), high=41)
     assert [(w.first, w.last, w.reason) for w in worker._fetcher.work[TP]] == [
         (0, 0, ""), (1, 40, "larger than the target's max.message.bytes")]
+
+
+class OffsetSyncs:
+    """What the stream tells the offset syncs (--emit.offset-syncs.enabled): its runs."""
+
+    def __init__(self):
+        self.runs = []
+
+    def record(self, tp, first, last, count):
+        self.runs.append((tp.partition, first, last, count))
+
+
+def test_offset_syncs_get_each_batch_forwarded_and_each_record_path_run_from_its_first_record():
+    """A forwarded batch takes as many target offsets as it has records; a record path run is
+    told from its first record (a sync naming an offset before it would map a group there past
+    that record on the target) to the end of its range."""
+    worker, source, producer = stream([2, 3, 8, 10, 11])
+    worker.offset_syncs = syncs = OffsetSyncs()
+    worker._fetcher.fetch(0)
+    # Offsets 0..3 holding 2 and 3, 4..8 holding 8 (compacted: the record path), then 10..11.
+    source.answer(0, batch(0, 2, last_delta=3) + batch(4, 1, last_delta=4) + batch(10, 2), high=12)
+    worker._hand_over()  # the range 0..8
+    worker._hand_over()  # the batch after it, as it is
+    assert [value for _t, value, *_rest in producer.sent] == [b"v2", b"v3", b"v8"]
+    assert worker._raw.sent == [("src", 0, 10, 11)]
+    assert syncs.runs == [(0, 2, 8, 3), (0, 10, 11, 2)]
