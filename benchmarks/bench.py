@@ -370,6 +370,8 @@ class Bench:
             rows.append(("mirror, partition kept, --num.streams 1", self._ours(1, extra=keep)))
             rows.append(("mirror, partition kept, offset syncs, --num.streams 1",
                          self._ours(1, extra=keep + ("--emit.offset-syncs.enabled", "true"))))
+            rows.append(("mirror --use.raw.bytes, offset syncs, --num.streams 1",
+                         self._ours(1, extra=("--use.raw.bytes", "--emit.offset-syncs.enabled", "true"))))
         rows.append(("mirror, --num.streams 1, previous defaults",
                      self._ours(1, consumer=PREVIOUS_DEFAULTS["consumer"], producer=PREVIOUS_DEFAULTS["producer"])))
         if self.baseline is not None:

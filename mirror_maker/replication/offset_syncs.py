@@ -21,6 +21,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from concurrent.futures import Future
 from typing import Dict, Iterable, List, Optional, Tuple
 
 import confluent_kafka
@@ -35,8 +36,12 @@ from .formats import OffsetSync, encode_offset_sync
 
 log = logging.getLogger("mirror_maker.replication")
 
-#: How long an assignment waits for the target's end offsets (a topic just created).
+#: How long an assignment waits for the target's end offsets (a topic just created), asking
+#: again after a step that doubles up to its most: a topic created a moment ago is known to the
+#: partition leaders tens of milliseconds later (a fixed 0.2 s step held the first record that long).
 ASSIGN_WAIT_S = 10.0
+ASSIGN_RETRY_S = 0.02
+ASSIGN_RETRY_MAX_S = 0.2
 
 
 class PartitionSyncs:
@@ -109,12 +114,17 @@ class OffsetSyncsTopic:
                      "linger.ms": 100})
         self._producer = confluent_kafka.Producer(conf)
         self._created = False
+        #: Asked for at start, answered by the first write: waiting for it then held the first
+        #: commit (often the stop's) about 0.1 s.
+        self._creation = request_topic(admin, name, replication_factor)
         self._lock = threading.Lock()
 
     def write(self, syncs: Iterable[OffsetSync]) -> None:
         with self._lock:
             if not self._created:
-                ensure_topic(self._admin, self.name, self._replication_factor)
+                creation = self._creation or request_topic(self._admin, self.name, self._replication_factor)
+                self._creation = None  # a refusal: asked again at the next write
+                topic_ready(creation, self.name)
                 self._created = True
             for sync in syncs:
                 key, value = encode_offset_sync(sync)
@@ -139,11 +149,20 @@ class OffsetSyncsTopic:
 def ensure_topic(admin, name: str, replication_factor: Optional[int], compacted: bool = True) -> None:
     """One partition, compacted: MirrorMaker 2's internal topics (offset syncs, checkpoints,
     heartbeats). An existing topic is used as it is."""
+    topic_ready(request_topic(admin, name, replication_factor, compacted), name)
+
+
+def request_topic(admin, name: str, replication_factor: Optional[int], compacted: bool = True) -> Future:
+    """Ask for one of MirrorMaker 2's internal topics (see ensure_topic); ``topic_ready`` waits."""
     config = {"cleanup.policy": "compact"} if compacted else {}
-    futures = admin.create_topics([NewTopic(name, 1, replication_factor or -1, config=config)],
-                                  request_timeout=REQUEST_TIMEOUT_S)
+    return admin.create_topics([NewTopic(name, 1, replication_factor or -1, config=config)],
+                               request_timeout=REQUEST_TIMEOUT_S)[name]
+
+
+def topic_ready(creation: Future, name: str) -> None:
+    """The answer to ``request_topic``: created, or there already; else its KafkaException."""
     try:
-        futures[name].result()
+        creation.result()
         log.info("Created %s (1 partition, compacted)", name)
     except KafkaException as exc:
         if exc.args[0].code() != confluent_kafka.KafkaError.TOPIC_ALREADY_EXISTS:
@@ -168,7 +187,7 @@ class OffsetSyncWriter:
         target topic just created may take a moment to be known; without its end, the partition's
         first stretch gets no syncs)."""
         tps = list(tps)
-        deadline = time.monotonic() + ASSIGN_WAIT_S
+        deadline, step = time.monotonic() + ASSIGN_WAIT_S, ASSIGN_RETRY_S
         while True:
             try:
                 ends = self._ends(tps)
@@ -179,9 +198,10 @@ class OffsetSyncWriter:
                                 "commit", exc.args[0].str())
                     ends = {tp: None for tp in tps}
                     break
-                if self._state.wait(0.2):  # stopping: nothing more is mirrored
+                if self._state.wait(step):  # stopping: nothing more is mirrored
                     ends = {tp: None for tp in tps}
                     break
+                step = min(step * 2, ASSIGN_RETRY_MAX_S)
         for tp, end in ends.items():
             self._partitions[tp] = PartitionSyncs(end)
 

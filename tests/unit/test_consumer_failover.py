@@ -110,10 +110,85 @@ def test_the_failover_producers_flush_until_the_stop_s_deadline_and_no_longer(ca
         writer._created.add(writer.heartbeats_topic)  # as if created before the target went away
         writer.emit_heartbeat()
     else:
-        writer = OffsetSyncsTopic("mm2-offset-syncs.b.internal", away, None, None)
-        writer._created = True
+        from confluent_kafka.admin import AdminClient
+
+        writer = OffsetSyncsTopic("mm2-offset-syncs.b.internal", away, AdminClient(away), None)
+        writer._created = True  # as if created before the cluster went away
         writer.write([OffsetSync("orders", 0, 100, 42)])
     started = time.monotonic()
     writer.close(started + 0.3)
     assert time.monotonic() - started < 1.0
     assert "not written before the stop" in caplog.text
+
+
+class CreatingAdmin:
+    """Answers each CreateTopics with the next of ``answers`` (None: created; else its error)."""
+
+    def __init__(self, *answers):
+        self.answers, self.asked = list(answers), []
+
+    def create_topics(self, new_topics, request_timeout=None):
+        from concurrent.futures import Future
+
+        from confluent_kafka import KafkaError, KafkaException
+
+        self.asked.append([(t.topic, t.num_partitions, t.config) for t in new_topics])
+        future, answer = Future(), self.answers.pop(0)
+        if answer is None:
+            future.set_result(None)
+        else:
+            future.set_exception(KafkaException(KafkaError(answer)))
+        return {new_topics[0].topic: future}
+
+
+def test_the_offset_syncs_topic_is_asked_for_at_start_and_again_after_a_refusal():
+    """Waiting for the creation at the first write held the first commit (often the stop's)
+    about 0.1 s; it is asked for when the mirror starts, and a refusal is asked again."""
+    from confluent_kafka import KafkaError, KafkaException
+
+    from mirror_maker.replication.offset_syncs import OffsetSyncsTopic
+
+    name = "mm2-offset-syncs.b.internal"
+    admin = CreatingAdmin(KafkaError.CLUSTER_AUTHORIZATION_FAILED, KafkaError.TOPIC_ALREADY_EXISTS)
+    topic = OffsetSyncsTopic(name, {"bootstrap.servers": "127.0.0.1:1"}, admin, None)
+    assert admin.asked == [[(name, 1, {"cleanup.policy": "compact"})]]  # before any write
+    with pytest.raises(KafkaException):
+        topic.write([OffsetSync("orders", 0, 100, 42)])
+    topic.write([OffsetSync("orders", 0, 100, 42)])  # asked again: there already is fine
+    topic.write([OffsetSync("orders", 0, 200, 142)])
+    assert len(admin.asked) == 2
+
+
+def test_an_assignment_asks_for_the_target_s_ends_again_soon_then_less_often():
+    """A target topic created a moment ago is known to its leaders tens of milliseconds later."""
+    from concurrent.futures import Future
+    from types import SimpleNamespace
+
+    from confluent_kafka import KafkaError, KafkaException
+
+    from mirror_maker.replication.offset_syncs import OffsetSyncWriter
+
+    class NewTopicAdmin:
+        asked = 0
+
+        def list_offsets(self, request, request_timeout):
+            NewTopicAdmin.asked += 1
+            if NewTopicAdmin.asked <= 6:
+                raise KafkaException(KafkaError(KafkaError.UNKNOWN_TOPIC_OR_PART))
+            answers = {}
+            for key in request:
+                answers[key] = Future()
+                answers[key].set_result(SimpleNamespace(offset=0))
+            return answers
+
+    class Run:
+        waits = []
+
+        def wait(self, timeout_s):
+            self.waits.append(timeout_s)
+            return False
+
+    run = Run()
+    writer = OffsetSyncWriter(None, NewTopicAdmin(), str, 100, run)
+    writer.assigned([T0])
+    assert run.waits == [0.02, 0.04, 0.08, 0.16, 0.2, 0.2] and writer._partitions[T0].base == 0
