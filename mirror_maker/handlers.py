@@ -100,7 +100,9 @@ class RawBatchHandler:
         return batch.topic
 
     def target_topics(self, source_topic: str) -> Iterable[str]:
-        """The target topics batches of ``source_topic`` go to (created when missing)."""
+        """Every target topic batches of ``source_topic`` may go to: created when missing, with the
+        source's partitions, before the first batch. A batch sent to a topic not named here
+        stops the mirror (that topic would never be ready for it)."""
         return [source_topic]
 
 

@@ -20,7 +20,7 @@ that partition again (and before every commit). Order is kept.
 from __future__ import annotations
 
 import time
-from typing import List, Optional, Tuple
+from typing import Dict, List, Optional, Tuple
 
 from confluent_kafka import KafkaException
 from confluent_kafka import TopicPartition as KafkaTopicPartition
@@ -68,6 +68,8 @@ class RawMirrorThread(MirrorThread):
         self._target_connections: List[Cluster] = []
         #: Partitions whose record path records may not be acknowledged yet (see _records_acknowledged).
         self._records_in_flight: set = set()
+        #: Source topic -> the target topics the raw handler names for it (as the policy names them).
+        self._declared: Dict[str, frozenset] = {}
 
     def run(self) -> None:
         try:
@@ -197,7 +199,19 @@ class RawMirrorThread(MirrorThread):
             raise HandlerFailed(f"message handler raised on the batch of {described.topic}-{described.partition} "
                                 f"offsets {described.base_offset}..{described.last_offset}: "
                                 f"{type(exc).__name__}: {exc}") from None
-        return None if target is None else self._target_topics.remote(target)
+        if target is None:
+            return None
+        remote = self._target_topics.remote(target)
+        declared = self._declared.get(described.topic)
+        if declared is None:
+            declared = self._declared[described.topic] = frozenset(self._targets_of(described.topic))
+        if remote not in declared:
+            # Only the topics it names are created (the source's partitions) and their limits read:
+            # a batch sent elsewhere waited for that topic, unnamed, for ever.
+            raise HandlerFailed(f"message handler sent the batch of {described.topic}-{described.partition} "
+                                f"offsets {described.base_offset}..{described.last_offset} to {target}, a topic "
+                                f"its target_topics({described.topic!r}) does not name: name it there")
+        return remote
 
     # -- the record path ---------------------------------------------------------------
 

@@ -12,3 +12,11 @@ class ToTheSecondTarget(RawBatchHandler):
 
     def target_topics(self, source_topic):
         return [f"{source_topic}.roomy", f"{source_topic}.tight"]
+
+
+class Undeclared(RawBatchHandler):
+    """Sends every batch to ``<topic>.elsewhere`` but declares only the source topic (the
+    default ``target_topics``)."""
+
+    def handle_batch(self, batch):
+        return f"{batch.topic}.elsewhere"

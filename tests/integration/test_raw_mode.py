@@ -458,6 +458,21 @@ def test_a_raw_handler_renames_and_drops_batches(tmp_path, source, target, files
     assert sum(source.committed(files.group, dropped).values()) == 30  # dropped, still committed
 
 
+def test_a_raw_handler_sending_to_a_topic_it_does_not_name_is_one_clear_line(tmp_path, source, target, files):
+    """The target topics a raw handler names (``target_topics``) are created with the source's
+    partitions and their limits read before anything is sent; a batch sent to another topic
+    would wait for it. One line, exit 255, nothing committed."""
+    topic = source.create_topic("raw-undeclared", partitions=4)
+    source.seed(topic, make_records(40))
+    mirror = MirrorProcess(mirror_args(files, topic, RAW, "--message.handler", "raw_plugins.Undeclared"),
+                           tmp_path / "m.log", env={"PYTHONPATH": str(Path(__file__).parent)})
+    assert mirror.wait(60) == 255, mirror.log()
+    errors = [line for line in mirror.log().splitlines() if " ERROR " in line]
+    assert len(errors) == 1 and f"to {topic}.elsewhere, a topic its target_topics('{topic}') does not name" \
+        in errors[0], errors
+    assert "Traceback" not in mirror.log() and source.committed(files.group, topic) == {}
+
+
 def test_a_record_handler_with_raw_bytes_is_one_line_and_exit_1(tmp_path, files):
     from .harness import ROOT
 

@@ -248,6 +248,9 @@ class RoutingHandler(RawBatchHandler):
         self.seen.append((batch.base_offset, batch.last_offset, batch.record_count, batch.max_timestamp))
         return None if batch.base_offset == 3 else "moved" if batch.base_offset == 8 else batch.topic
 
+    def target_topics(self, source_topic):
+        return [source_topic, "moved"]
+
 
 def test_the_raw_handler_decides_for_each_batch_of_a_range_as_for_a_batch_forwarded_as_it_is():
     """KIP-712's contract holds where raw mode falls back: a compacted range's batches are
@@ -327,3 +330,19 @@ def test_offset_syncs_get_each_batch_forwarded_and_each_record_path_run_from_its
     assert [value for _t, value, *_rest in producer.sent] == [b"v2", b"v3", b"v8"]
     assert worker._raw.sent == [("src", 0, 10, 11)]
     assert syncs.runs == [(0, 2, 8, 3), (0, 10, 11, 2)]
+
+
+def test_a_batch_sent_to_a_topic_the_raw_handler_does_not_name_fails_the_run_with_nothing_sent():
+    """Only the topics a handler names are created and their limits read: a batch sent elsewhere
+    waited for that topic for ever, with nothing in the log but "waiting for the target"."""
+    class Undeclared(RawBatchHandler):
+        def handle_batch(self, batch):
+            return "elsewhere" if batch.base_offset >= 3 else batch.topic
+
+    worker, source, producer = stream([0, 3], Undeclared())
+    worker._fetcher.fetch(0)
+    source.answer(0, batch(0, 3) + batch(3, 1), high=4)
+    with pytest.raises(HandlerFailed, match=r"sent the batch of src-0 offsets 3..3 to elsewhere, a topic its "
+                                            r"target_topics\('src'\) does not name: name it there"):
+        worker._hand_over()
+    assert worker._raw.sent == [("src", 0, 0, 2)] and worker._checkpoint.pending[TP] == 3  # not past it
