@@ -21,8 +21,15 @@ log = logging.getLogger("mirror_maker.config")
 #: librdkafka's largest message.timeout.ms, the counterpart of Java's Integer.MAX_VALUE.
 MAX_DELIVERY_TIMEOUT_MS = 2147483647
 
+#: librdkafka drops its bootstrap connection once it has learnt the brokers and, with sparse
+#: connections, connects to a broker only once it has a request for it, after a reconnect
+#: backoff: a metadata answer took 56 ms and a group join 64 ms on Apache Kafka 4.4, against 2-9
+#: and 10 ms connected to every broker from the start. A mirror reads from and writes to the
+#: leaders of every partition of its topics, so it needs nearly all of them anyway.
+EAGER_CONNECTIONS = {"enable.sparse.connections": "false"}
 CONSUMER_DEFAULTS = {
     "enable.auto.commit": "false",
+    **EAGER_CONNECTIONS,
     # librdkafka stops fetching a partition whose prefetch queue is full for this long (1 s by
     # default): a mirror drains its queue in milliseconds, so at 1 s the consumer sat idle most of
     # the time (measured: 122k -> 349k records/s of 100 B on Apache Kafka, same memory bound).
@@ -30,6 +37,7 @@ CONSUMER_DEFAULTS = {
 }
 PRODUCER_DEFAULTS = {
     "acks": "all",
+    **EAGER_CONNECTIONS,
     "enable.idempotence": "true",
     # The idempotent producer keeps order with up to 5 requests in flight (librdkafka's cap).
     "max.in.flight.requests.per.connection": "5",
