@@ -22,6 +22,7 @@ from ..errors import MirrorFailure
 from ..handlers import DefaultMessageHandler, RawBatchHandler
 from ..ops.metrics import MirrorMetrics
 from ..ops.notify import notify
+from ..ops.stop_watchdog import GRACE_S as STOP_WATCHDOG_GRACE_S, StopWatchdog
 from ..plugins import load_handler, load_listener
 from ..replication.policies import topic_rules
 from ..replication.topic_configs import TopicConfigs
@@ -217,6 +218,12 @@ class MirrorMaker:
         except MirrorFailure as exc:
             self.state.fail(exc)
 
+    def stop_bound_s(self) -> float:
+        """How long ``shutdown`` may take from now: the stop's deadline, and a grace per thread
+        joined after it and for the producer's close."""
+        now = time.monotonic()
+        return max(0.0, (self.state.deadline or now) - now) + JOIN_GRACE_S * (len(self.threads) + 1)
+
     def shutdown(self) -> None:
         """Wait for the threads (they flush and commit), then close the producer; bounded."""
         notify("STOPPING=1")
@@ -304,5 +311,10 @@ def run_mirror(mirror: MirrorMaker, signals: Iterable[int] = SIGNALS,
         mirror.start()
         mirror.run_until_stopped(on_tick)
     finally:
-        mirror.shutdown()
+        watchdog = StopWatchdog()
+        watchdog.arm(mirror.stop_bound_s() + STOP_WATCHDOG_GRACE_S)
+        try:
+            mirror.shutdown()
+        finally:
+            watchdog.disarm()
         mirror.restore_signal_handlers()

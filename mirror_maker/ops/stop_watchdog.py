@@ -1,0 +1,52 @@
+"""The last bound on a stop, for when no Python code can run any more.
+
+A stop is bounded by ``--shutdown.timeout.ms``: threads are joined with a deadline and are
+daemons, so a thread stuck in a client call is left behind. That holds only while the stuck call
+lets go of the GIL. confluent-kafka 2.16 does not always: at a consumer's close, its rebalance
+callback asks librdkafka for the rebalance protocol while holding the GIL, and in about 1 run in
+50 (Tansu, four streams leaving one group at once) librdkafka never answered; every Python thread,
+the one enforcing the deadline included, then waited for ever (seen in ``make bench``: killed
+after 10 minutes).
+
+So the stop also arms two timers that need no GIL: faulthandler's, which writes every thread's
+stack to stderr (what the log then shows), and one second later the kernel's SIGALRM with its
+default action, which ends the process (status 142, 128 + SIGALRM). A stop that finishes
+disarms both.
+"""
+
+from __future__ import annotations
+
+import faulthandler
+import math
+import signal
+import sys
+import threading
+
+#: Added to the stop's own bound before the watchdog fires: it is for a stop that cannot end.
+GRACE_S = 10.0
+
+
+class StopWatchdog:
+    def __init__(self) -> None:
+        self._previous = None
+        self._armed = False
+
+    def arm(self, seconds: float) -> None:
+        """End the process ``seconds`` from now (whole seconds, at least one) unless disarmed.
+        Only the main thread may set signal handlers: elsewhere (a Spark task's thread) nothing
+        is armed."""
+        if threading.current_thread() is not threading.main_thread() or self._armed:
+            return
+        whole = max(1, math.ceil(seconds))
+        faulthandler.dump_traceback_later(whole, exit=False, file=sys.stderr)
+        self._previous = signal.signal(signal.SIGALRM, signal.SIG_DFL)
+        signal.alarm(whole + 1)
+        self._armed = True
+
+    def disarm(self) -> None:
+        if not self._armed:
+            return
+        signal.alarm(0)
+        faulthandler.cancel_dump_traceback_later()
+        signal.signal(signal.SIGALRM, self._previous if self._previous is not None else signal.SIG_DFL)
+        self._armed = False

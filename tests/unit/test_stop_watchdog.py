@@ -1,0 +1,33 @@
+"""The stop's last bound: a process whose every thread waits on a C call that holds the GIL (as
+confluent-kafka's rebalance callback did at a consumer's close) still ends, with every thread's
+stack in its log; a stop that finishes disarms it. Real processes, a real GIL-holding call."""
+
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+PRELUDE = f"import ctypes, sys, time\nsys.path.insert(0, {str(ROOT)!r})\n" \
+          "from mirror_maker.ops.stop_watchdog import StopWatchdog\nwatchdog = StopWatchdog()\n"
+#: libc's sleep() called through PyDLL keeps the GIL: no Python code runs until it returns.
+HOLD_THE_GIL = "ctypes.PyDLL(None).sleep(30)\n"
+
+
+def run(code: str):
+    started = time.monotonic()
+    done = subprocess.run([sys.executable, "-c", PRELUDE + code], capture_output=True, text=True, timeout=60)
+    return done, time.monotonic() - started
+
+
+def test_a_stop_stuck_in_a_call_that_holds_the_gil_ends_after_its_bound_with_the_stacks():
+    done, took = run("watchdog.arm(1)\n" + HOLD_THE_GIL)
+    assert done.returncode == -signal.SIGALRM, done
+    assert 1.5 < took < 10
+    assert "Timeout (0:00:01)!" in done.stderr and 'File "<string>", line 6' in done.stderr, done.stderr
+
+
+def test_a_stop_that_finishes_disarms_it():
+    done, _took = run("watchdog.arm(1)\nwatchdog.disarm()\ntime.sleep(3)\nprint('still here')\n")
+    assert done.returncode == 0 and done.stdout == "still here\n" and "Timeout" not in done.stderr, done
