@@ -2,7 +2,6 @@
 
 import contextlib
 import signal
-import time
 from pathlib import Path
 
 import pytest
@@ -89,9 +88,8 @@ def test_shutdown_is_bounded_with_heartbeats_and_checkpoints_waiting_for_the_tar
         # Status lines come every 200 ms: 10 of them during the outage are 2 s, two heartbeats'
         # time, so the heartbeat producer holds records the target never acknowledged.
         wait_until(lambda: mirror.log().count(" 20 waiting for the target") >= 10, 30, "2 s of the outage")
-        started = time.monotonic()
-        assert mirror.stop(signal.SIGTERM, timeout_s=30) == 143, mirror.log()
-        assert time.monotonic() - started < 2.0 + 1.5, mirror.log()  # the deadline, and the exit itself
+        # Within the 2 s deadline and the exit itself (it took 7 s): a later exit fails the wait.
+        assert mirror.stop(signal.SIGTERM, timeout_s=3.5) == 143, mirror.log()
         assert "checkpoints and heartbeats were not written before the stop" in mirror.log()
         assert source.committed(files.group, topic) == {}
 

@@ -5,7 +5,6 @@ stack in its log; a stop that finishes disarms it. Real processes, a real GIL-ho
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -16,18 +15,16 @@ HOLD_THE_GIL = "ctypes.PyDLL(None).sleep(30)\n"
 
 
 def run(code: str):
-    started = time.monotonic()
-    done = subprocess.run([sys.executable, "-c", PRELUDE + code], capture_output=True, text=True, timeout=60)
-    return done, time.monotonic() - started
+    """The script's outcome; one still running after 10 s fails the test (the held call lasts 30)."""
+    return subprocess.run([sys.executable, "-c", PRELUDE + code], capture_output=True, text=True, timeout=10)
 
 
 def test_a_stop_stuck_in_a_call_that_holds_the_gil_ends_after_its_bound_with_the_stacks():
-    done, took = run("watchdog.arm(1)\n" + HOLD_THE_GIL)
+    done = run("watchdog.arm(1)\n" + HOLD_THE_GIL)
     assert done.returncode == -signal.SIGALRM, done
-    assert 1.5 < took < 10
     assert "Timeout (0:00:01)!" in done.stderr and 'File "<string>", line 6' in done.stderr, done.stderr
 
 
 def test_a_stop_that_finishes_disarms_it():
-    done, _took = run("watchdog.arm(1)\nwatchdog.disarm()\ntime.sleep(3)\nprint('still here')\n")
+    done = run("watchdog.arm(1)\nwatchdog.disarm()\ntime.sleep(3)\nprint('still here')\n")
     assert done.returncode == 0 and done.stdout == "still here\n" and "Timeout" not in done.stderr, done
