@@ -104,3 +104,26 @@ def test_the_consumer_group_protocol_of_kafka_4(tmp_path, source, target):
         if second is not None:
             assert second.stop(signal.SIGTERM) == 143, second.log()
         assert first.stop(signal.SIGTERM) == 143, first.log()
+
+
+@pytest.mark.needs_kafka_feature("static group membership (KIP-345)")
+@pytest.mark.parametrize("instance_id", [None, "mm-static"], ids=["dynamic member", "static member"])
+def test_a_stop_leaves_the_group_unless_the_member_is_static(tmp_path, source, target, instance_id):
+    """A stop serves its last revoke before the consumer closes (a revoke left to close() can hang
+    in librdkafka); that must not make a static member leave: close() does not send its
+    LeaveGroup, so a restart within the session timeout keeps its partitions (KIP-345)."""
+    topic = source.create_topic("leave", partitions=2)
+    source.seed(topic, make_records(20))
+    static = {"group.instance.id": instance_id} if instance_id else {}
+    files = mirror_files(tmp_path, source, target, consumer={
+        **static, "session.timeout.ms": "30000", "heartbeat.interval.ms": "1000", "max.poll.interval.ms": "60000"})
+    mirror = MirrorProcess(mirror_args(files, topic, "--offset.commit.interval.ms", "500"), tmp_path / "m.log")
+    try:
+        target.read_all(topic, expected=20, timeout_s=60)
+        wait_until(lambda: sum(source.committed(files.group, topic).values()) == 20, 30, "the offsets committed")
+    finally:
+        assert mirror.stop(signal.SIGTERM) == 143, mirror.log()
+    assert "Revoked leave" in mirror.log()  # the last revoke was served, and committed nothing new
+    group = source.admin().describe_consumer_groups([files.group])[files.group].result(timeout=30)
+    # The session (30 s) is far from over: a member still listed did not leave.
+    assert [m.group_instance_id for m in group.members] == ([f"{instance_id}-0"] if instance_id else [])

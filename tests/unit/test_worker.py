@@ -10,7 +10,7 @@ import re
 import time
 
 import pytest
-from confluent_kafka import TIMESTAMP_CREATE_TIME, KafkaError
+from confluent_kafka import TIMESTAMP_CREATE_TIME, KafkaError, KafkaException
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
 from mirror_maker.clients.producer import SendInterrupted
@@ -292,6 +292,69 @@ def test_revoke_after_a_failure_commits_nothing():
     worker._state.fail(SendFailed("refused"))
     worker._on_revoke(None, [KafkaTopicPartition("t", 0)])
     assert events == [("revoked", [T0])]
+
+
+class ClosingConsumer:
+    """The group side of a consumer at a stop, as librdkafka behaves: ``unsubscribe`` queues the
+    revoke of what is assigned (unless ``revokes`` is False: it never comes), ``consume`` serves
+    what is queued through the thread's callback, and ``close`` records what it still had to
+    revoke itself (the callback that could hang the process)."""
+
+    def __init__(self, worker, events, revokes=True, unsubscribe_fails=False):
+        self.worker, self.events, self.revokes, self.unsubscribe_fails = worker, events, revokes, unsubscribe_fails
+        self.queued = []
+
+    def unsubscribe(self):
+        self.events.append("unsubscribe")
+        if self.unsubscribe_fails:
+            raise KafkaException(KafkaError(KafkaError._FATAL, "fenced"))
+        if self.revokes and self.worker.assigned:
+            self.queued.append([KafkaTopicPartition(tp.topic, tp.partition) for tp in sorted(self.worker.assigned)])
+
+    def consume(self, num_messages, timeout):
+        self.events.append("consume")
+        while self.queued:
+            self.worker._on_revoke(self, self.queued.pop(0))
+        return []
+
+    def close(self):
+        self.events.append(("close", sorted(self.worker.assigned)))
+
+
+def closing(shutdown_timeout_s=5.0, subscribed=True, conf=None, **consumer):
+    worker, _, events = thread(conf=conf)
+    worker._state = RunState(shutdown_timeout_s=shutdown_timeout_s)
+    worker._checkpoint._state = worker._state
+    worker._consumer = ClosingConsumer(worker, events, **consumer)
+    worker._has_topics = subscribed
+    worker._checkpoint.pending.update({T0: 7, T1: 10})
+    worker._state.request_stop()
+    return worker, events
+
+
+def test_a_stop_serves_the_final_revoke_from_consume_so_close_has_nothing_left_to_revoke():
+    worker, events = closing()
+    worker._close_consumer()
+    assert events == ["unsubscribe", "consume", "flush", ("commit", {T0: 7, T1: 10}), ("revoked", [T0, T1]),
+                      ("close", [])]
+
+
+def test_a_revoke_that_does_not_come_is_waited_for_until_the_stop_s_deadline_then_close_revokes():
+    worker, events = closing(shutdown_timeout_s=0.2, revokes=False)
+    worker._close_consumer()
+    assert time.monotonic() >= worker._state.deadline  # waited for it until then, no longer (the loop's bound)
+    assert events[0] == "unsubscribe" and events.count("consume") > 1
+    assert events[-1] == ("close", [T0, T1])
+
+
+@pytest.mark.parametrize("consumer", [{"subscribed": False}, {"unsubscribe_fails": True},
+                                      {"conf": config(**{"group.instance.id": "mm-1"})}],
+                         ids=["never subscribed", "unsubscribe fails", "static member: close does not leave"])
+def test_a_consumer_without_a_revoke_to_serve_first_is_closed_at_once(consumer):
+    worker, events = closing(**consumer)
+    worker._close_consumer()
+    assert events[-1] == ("close", [T0, T1]) and "consume" not in events
+    assert ("unsubscribe" in events) == bool(consumer.get("unsubscribe_fails"))
 
 
 def test_lost_partitions_are_discarded_without_a_commit_and_the_listener_hears_it():
