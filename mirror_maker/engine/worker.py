@@ -42,8 +42,8 @@ COMMITTED_TIMEOUT_S = 10.0
 #: member's rebalance callback, and a member that takes longer than that is thrown out of it.
 REVOKE_SHARE_OF_POLL_INTERVAL = 0.5
 #: How long a stop serves the group's revoke before closing the consumer (_revoke_before_close),
-#: in consume() calls of this length: one serves the revoke and then waits out its timeout (the
-#: partitions are paused), so a 50 ms call made a stop with four streams 50 ms slower.
+#: in consume() calls of this length: librdkafka's consume goes on waiting out its timeout after
+#: serving a callback, and the revoke has paused the partitions, so no record ends it sooner.
 CLOSE_REVOKE_S = 5.0
 CLOSE_REVOKE_STEP_S = 0.005
 _NO_TIMESTAMP = confluent_kafka.TIMESTAMP_NOT_AVAILABLE
