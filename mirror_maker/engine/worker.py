@@ -188,9 +188,7 @@ class MirrorThread(threading.Thread):
         if not self._has_topics or "group.instance.id" in self._config.consumer:
             return  # never subscribed (no rebalance callback to serve), or a static member
         consumer = self._consumer
-        deadline = time.monotonic() + CLOSE_REVOKE_S
-        if self._state.deadline is not None:
-            deadline = min(deadline, self._state.deadline)
+        deadline = self._within_stop(CLOSE_REVOKE_S)
         try:
             consumer.unsubscribe()
             consumer.consume(self._config.batch_size, 0)  # serves what is queued: the revoke, or an assignment first
@@ -455,7 +453,11 @@ class MirrorThread(threading.Thread):
     def _revoke_deadline(self) -> float:
         """The flush on revoke holds up the whole group's rebalance: bound it by a share of
         max.poll.interval.ms (and by the stop's deadline when stopping)."""
-        bound = time.monotonic() + self._config.max_poll_interval_s * REVOKE_SHARE_OF_POLL_INTERVAL
+        return self._within_stop(self._config.max_poll_interval_s * REVOKE_SHARE_OF_POLL_INTERVAL)
+
+    def _within_stop(self, seconds: float) -> float:
+        """The deadline ``seconds`` from now, or the stop's deadline if that comes first."""
+        bound = time.monotonic() + seconds
         stop = self._state.deadline
         return bound if stop is None else min(bound, stop)
 
