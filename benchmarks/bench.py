@@ -12,7 +12,9 @@ quix-streams' replicator. For each: records/s, MB/s, CPU seconds per GB (JVMs in
 peak RSS, medians of --runs runs; on Kafka, raw mode's goal row again with five times the records
 (RAW_GOAL: ingest limit, record mode, raw mode), and raw mode against record mode on sources whose
 batches its record path takes (RECORD_PATH_SOURCES: a LogAppendTime and a compacted topic); then
-the cost growth, a profile, results/<date>.json, .md, .png.
+the cost growth, a profile, results/<date>.json, .md, .png. The report states each goal of the
+throughput issues against the run (goals.py) and where the machine's CPU went in the main runs
+(cpu_split.py: the tool's threads, both brokers, and whether its busiest thread waited for a core).
 
 How a run is timed. On Apache Kafka every tool is timed the same way: from process start until
 a watcher sees every record on the target (exact high watermarks, read_committed: the last stable
@@ -55,11 +57,14 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(HERE))
 
 from brokers import KINDS, PARTITIONS, Brokers  # noqa: E402
+from cpu_split import CpuSplit, thread_shares  # noqa: E402
 from mirror_maker.embedded import die_with_parent  # noqa: E402
 
 WORKLOADS = [(100, 1_000_000), (1000, 200_000), (102400, 2_000)]
 GROUP_SETTINGS = "session.timeout.ms=2000\nheartbeat.interval.ms=200\nmax.poll.interval.ms=60000\n"
 WATCH_STEP_S = 0.01
+#: How often a run's threads are read for the CPU split (a thread keeps its last reading).
+CPU_SAMPLE_S = 0.2
 #: What record mode's defaults were before the throughput work: a row with them shows what the
 #: new defaults gained, in the same run, on the same code.
 PREVIOUS_DEFAULTS = {"consumer": "fetch.queue.backoff.ms=1000\n",
@@ -190,16 +195,21 @@ def peak_rss(pid: int) -> int:
 
 
 def measure(command, log_path: Path, env=None, whole_tree: bool = False,
-            watch: Optional[Callable[[], Optional[int]]] = None, expected: int = 0) -> dict:
+            watch: Optional[Callable[[], Optional[int]]] = None, expected: int = 0,
+            cpu: Optional[CpuSplit] = None) -> dict:
     """Run ``command`` as a child: CPU from wait4, its peak RSS from its VmHWM read at every step
     (or, ``whole_tree``, both sampled over the process tree every 0.5 s), and the time it took.
 
     With ``watch`` (the records on the target now), the run is timed until ``expected`` records
     are there; the child then gets SIGTERM, and the first record's arrival and the stop are timed
-    too. Without it, the child is timed until it exits by itself.
+    too. Without it, the child is timed until it exits by itself. ``cpu``: where the machine's CPU
+    went while records flowed (from the first record on the target to the last), or without a
+    watcher over the child's whole life.
     """
+    if cpu is not None:
+        cpu.start()
     started = time.monotonic()
-    peak_tree, peak_own, cpu_seen, sample_at = 0, 0, {}, 0.0
+    peak_tree, peak_own, cpu_seen, sample_at, threads_at = 0, 0, {}, 0.0, 0.0
     first = done = stop_sent = None
     first_count = 0
     with open(log_path, "wb") as log:
@@ -211,17 +221,24 @@ def measure(command, log_path: Path, env=None, whole_tree: bool = False,
                 break
             now = time.monotonic()
             peak_own = max(peak_own, peak_rss(process.pid))
+            if cpu is not None and now >= threads_at:
+                threads_at = now + CPU_SAMPLE_S
+                cpu.sample(process.pid)
             if whole_tree and now >= sample_at:
                 sample_at = now + 0.5
                 sample = tree_usage(process.pid)
                 peak_tree = max(peak_tree, sum(rss for rss, _cpu in sample.values()))
-                cpu_seen.update({p: cpu for p, (_rss, cpu) in sample.items()})
+                cpu_seen.update({p: used for p, (_rss, used) in sample.items()})
             if watch is not None and stop_sent is None:
                 on_target = watch() or 0
                 if first is None and on_target > 0:
                     first, first_count = now - started, on_target
+                    if cpu is not None:
+                        cpu.restart(process.pid)
                 if on_target >= expected or now - started > RUN_TIMEOUT_S:
                     done = now - started if on_target >= expected else None
+                    if cpu is not None and done is not None:
+                        cpu.stop(process.pid)
                     stop_sent = time.monotonic()
                     os.kill(process.pid, signal.SIGTERM)  # not send_signal: it would reap the child
             elif stop_sent is not None and now - stop_sent > STOP_TIMEOUT_S:
@@ -232,11 +249,16 @@ def measure(command, log_path: Path, env=None, whole_tree: bool = False,
         if watch is not None and stop_sent is None and (watch() or 0) >= expected:
             done = time.monotonic() - started  # a tool that stops by itself after its count
     ended = time.monotonic()
-    cpu = usage.ru_utime + usage.ru_stime
+    cpu_seconds = usage.ru_utime + usage.ru_stime
     if whole_tree:
-        cpu = max(cpu, sum(cpu_seen.values()))
-    result = {"exit": os.waitstatus_to_exitcode(status), "cpu_seconds": cpu,
+        cpu_seconds = max(cpu_seconds, sum(cpu_seen.values()))
+    if cpu is not None and watch is None:
+        cpu.stop(process.pid, exited_cpu=cpu_seconds)
+    result = {"exit": os.waitstatus_to_exitcode(status), "cpu_seconds": cpu_seconds,
               "peak_rss_mb": (peak_tree if whole_tree else peak_own or usage.ru_maxrss * 1024) / 2**20, "log": log_path}
+    split = cpu.result() if cpu is not None else None
+    if split is not None:
+        result["cpu_split"] = split
     if watch is not None:
         result.update(seconds=done if done is not None else float("nan"), first_record_s=first,
                       stop_s=ended - stop_sent if stop_sent else None, mirrored=done is not None)
@@ -294,6 +316,11 @@ def caught_up_count(log: Path) -> int:
     return int(match.group(1)) if match else -1
 
 
+def cpu_split(brokers: Brokers) -> CpuSplit:
+    """A run's CPU split with both brokers' processes accounted for."""
+    return CpuSplit({"source_broker": brokers.source.process.pid, "target_broker": brokers.target.process.pid})
+
+
 def summarize(samples, records: int, size: int) -> dict:
     good = [s for s in samples if s["ok"]] or samples
     seconds = statistics.median(s["seconds"] for s in good)
@@ -316,6 +343,10 @@ def summarize(samples, records: int, size: int) -> dict:
         summary["records_per_s_after_join"] = round(statistics.median(after_join))
     if "startup_s" in summary:
         summary["records_per_s_after_start"] = round(records / max(seconds - summary["startup_s"], 1e-9))
+    split = [s for s in good if s.get("cpu_split")]
+    if split:  # the run nearest the median's time, whole: a split's parts add up only within one run
+        nearest = min(split, key=lambda s: abs(s["seconds"] - seconds))
+        summary["cpu_split"] = {key: round(value, 2) for key, value in nearest["cpu_split"].items()}
     return summary
 
 
@@ -471,9 +502,11 @@ class Bench:
                 brokers.fresh_target(name)
             command = [sys.executable, str(HERE / "limit.py"), mode, broker.bootstrap, name, str(count),
                        str(size), "--compression", compression, "--target", brokers.target.bootstrap]
-            sample = measure(command, self.work / f"limit-{mode}-{i}.log")
+            sample = measure(command, self.work / f"limit-{mode}-{i}.log", cpu=cpu_split(brokers))
             inner = json.loads(sample["log"].read_text().strip().splitlines()[-1])
             sample["seconds"] = inner["seconds"]  # the client's own loop, without interpreter start
+            if sample.get("cpu_split"):
+                sample["cpu_split"].update(thread_shares(inner["running_s"], inner["waiting_s"], inner["seconds"]))
             sample["ok"] = sample["exit"] == 0
             return sample
         result = summarize([once(i) for i in range(self.args.runs)], count, size)
@@ -486,7 +519,7 @@ class Bench:
         brokers.fresh_target(topic)
         watch = None if brokers.kind == "tansu" else (lambda: brokers.end_offsets(topic))
         sample = measure(command, self.work / f"{tag}.log", env=env, whole_tree=whole_tree,
-                         watch=watch, expected=count)
+                         watch=watch, expected=count, cpu=None if whole_tree else cpu_split(brokers))
         if watch is not None:  # a peer without a SIGTERM handler ends with -15 after its work is done
             sample["ok"] = sample["mirrored"] and sample["exit"] in (0, 143, -signal.SIGTERM)
         else:
@@ -598,17 +631,18 @@ class Bench:
                       f"{result['peak_rss_mb']:>6} MB RSS{'' if ok else '  (FAILED)'}", flush=True)
 
     def profile(self, kind: str) -> None:
-        """Where the time goes for 100 B records: py-spy's self time per function."""
+        """Where the time goes for 100 B lz4 records (record mode's furthest row from its goal):
+        py-spy's self time per function."""
         py_spy = Path(sys.executable).parent / "py-spy"
         if not py_spy.exists():
             return
-        print(f"\n== profile on {kind} (100 B x 300,000, --num.streams 1)", flush=True)
+        print(f"\n== profile on {kind} (100 B x 300,000 lz4, --num.streams 1)", flush=True)
         with KINDS[kind](self.work / "profile") as brokers:
             brokers.create_topic(brokers.source.bootstrap, "prof")
             brokers.create_topic(brokers.target.bootstrap, "prof")
-            seed(brokers.source.bootstrap, ["prof"], 100, 300_000, "none")
+            seed(brokers.source.bootstrap, ["prof"], 100, 300_000, "lz4")
             consumer_file, producer_file = properties(self.work, "prof", brokers.source.bootstrap,
-                                                      brokers.target.bootstrap, "none")
+                                                      brokers.target.bootstrap, "lz4")
             raw = self.work / "profile.txt"
             command = [str(py_spy), "record", "--format", "raw", "-o", str(raw), "--rate", "250",
                        "--nonblocking", "--", sys.executable, str(ROOT / "bin" / "kafka-mirror-maker.py"),

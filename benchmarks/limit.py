@@ -25,6 +25,25 @@ from confluent_kafka import Consumer, KafkaError, Producer
 from confluent_kafka import TopicPartition
 from confluent_kafka.admin import AdminClient
 
+from cpu_split import own_thread_times
+
+
+class _Loop:
+    """A mode's timed loop: its seconds, and its thread's seconds running and waiting for a core
+    in it (the benchmark's CPU split shows them: whether the machine held the loop back)."""
+
+    def start(self) -> None:
+        self.started, self.times = time.monotonic(), own_thread_times()
+
+    def stop(self) -> float:
+        running, waiting = own_thread_times()
+        self.seconds = time.monotonic() - self.started
+        self.running, self.waiting = running - self.times[0], waiting - self.times[1]
+        return self.seconds
+
+
+LOOP = _Loop()
+
 
 def produce(args) -> float:
     producer = Producer({"bootstrap.servers": args.bootstrap, "acks": "all", "linger.ms": 10,
@@ -33,7 +52,7 @@ def produce(args) -> float:
                          "compression.type": args.compression, "message.max.bytes": 10000000})
     value = os.urandom(args.size)
     partitions = 8
-    started = time.monotonic()
+    LOOP.start()
     for i in range(args.count):
         while True:
             try:
@@ -42,7 +61,7 @@ def produce(args) -> float:
             except BufferError:
                 producer.poll(0.05)
     producer.flush(600)
-    return time.monotonic() - started
+    return LOOP.stop()
 
 
 def consume(args) -> float:
@@ -52,14 +71,15 @@ def consume(args) -> float:
                          "fetch.wait.max.ms": 100, "queued.min.messages": 1000000,
                          "enable.partition.eof": False})
     consumer.assign([TopicPartition(args.topic, p, 0) for p in range(partitions)])
-    started, done = time.monotonic(), 0
+    done = 0
+    LOOP.start()
     while done < args.count:
         # No more than what is left: librdkafka's consume(n, timeout) waits until it has n or
         # the timeout passed (asking 10000 of 2,000 records took 1 s of a 1.1 s run).
         for msg in consumer.consume(min(10000, args.count - done), 1.0):
             if msg.error() is None or msg.error().code() != KafkaError._PARTITION_EOF:
                 done += 1
-    seconds = time.monotonic() - started
+    seconds = LOOP.stop()
     consumer.close()
     return seconds
 
@@ -75,7 +95,8 @@ def copy(args) -> float:
                          "message.max.bytes": 10000000})
     produce = producer.produce
     consumer.assign([TopicPartition(args.topic, p, 0) for p in range(partitions)])
-    started, done = time.monotonic(), 0
+    done = 0
+    LOOP.start()
     while done < args.count:
         for msg in consumer.consume(min(500, args.count - done), 1.0):
             if msg.error() is not None:
@@ -92,7 +113,7 @@ def copy(args) -> float:
         producer.poll(0)
     if producer.flush(600):
         raise SystemExit("copy: the target did not acknowledge everything")
-    seconds = time.monotonic() - started
+    seconds = LOOP.stop()
     consumer.close()
     return seconds
 
@@ -147,12 +168,12 @@ def ingest(args) -> float:
     producer.init_producer_id()
     for target in targets:
         target.track([args.topic])
-    started = time.monotonic()
+    LOOP.start()
     for partition, batch in batches:
         producer.send(args.topic, partition, batch, TP(args.topic, partition))
     if not producer.flush(None) or producer.acked_records != args.count:
         raise SystemExit(f"ingest failed: {state.failure}, {producer.acked_records} acknowledged")
-    return time.monotonic() - started
+    return LOOP.stop()
 
 
 def main() -> None:
@@ -166,7 +187,8 @@ def main() -> None:
     parser.add_argument("--target", default=None, help="copy, ingest: the broker to produce to")
     args = parser.parse_args()
     seconds = {"produce": produce, "consume": consume, "copy": copy, "ingest": ingest}[args.mode](args)
-    print(json.dumps({"records": args.count, "seconds": seconds}))
+    print(json.dumps({"records": args.count, "seconds": seconds, "running_s": LOOP.running,
+                      "waiting_s": LOOP.waiting}))
 
 
 if __name__ == "__main__":

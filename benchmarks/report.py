@@ -8,6 +8,8 @@ import shutil
 import time
 from pathlib import Path
 
+from goals import cpu_split, goals
+
 TITLES = {"kafka": "Apache Kafka", "tansu": "Tansu (the embedded broker of make demo)"}
 TIMING = {
     "kafka": "Every tool is timed the same way: from process start (JVM start and group join "
@@ -60,6 +62,8 @@ def _table(kind: str, section: dict, machine: dict) -> list:
             flag = "" if r["ok"] else " (failed)"
             lines.append(f"| {_workload(row)} | {row['compression']} | {label}{flag} | {r['records_per_s']:,} | "
                          f"{r['mb_per_s']} | {r['cpu_s_per_gb']} | {r['peak_rss_mb']} | {ratio} |")
+    lines += goals(kind, section, TITLES.get(kind, kind))
+    lines += cpu_split(section, TITLES.get(kind, kind), machine.get("cores", 2))
     timed = _rows_with(section, "first_record_s")
     if timed:
         lines += ["", f"### Start-up, rate once records flow, and stop on {TITLES.get(kind, kind)}", "",
@@ -115,7 +119,7 @@ def _table(kind: str, section: dict, machine: dict) -> list:
         lines += [f"| {g['axis']} | {g['value']} | {g['records_per_s']:,} | {g['seconds']} | {g['peak_rss_mb']} |"
                   for g in section["growth"]]
     if section.get("profile"):
-        lines += ["", f"### Where the time goes on {TITLES.get(kind, kind)} (100 B records, py-spy self time)", "",
+        lines += ["", f"### Where the time goes on {TITLES.get(kind, kind)} (100 B lz4 records, py-spy self time)", "",
                   "| % of samples | Function |", "|---|---|"]
         lines += [f"| {p['percent']} | `{p['function']}` |" for p in section["profile"]]
     return lines + [""]
