@@ -27,7 +27,8 @@ SPLIT_RUNS = ("limit: produce only", "limit: consume only", COPY, ONE_STREAM, "m
               "Kafka MirrorMaker v1, --num.streams 1")
 
 
-def _slower_limit(results: dict) -> Optional[int]:
+def slower_limit(results: dict) -> Optional[int]:
+    """The slower of the client's produce-only and consume-only limits (records/s), if measured."""
     try:
         return min(results["limit: produce only"]["records_per_s"], results["limit: consume only"]["records_per_s"])
     except KeyError:
@@ -54,7 +55,7 @@ def _record_mode(kind: str, section: dict) -> List[str]:
              "|---|---|---|---|---|---|"]
     for row in section["workloads"]:
         results = row["results"]
-        limit, mirror = _slower_limit(results), results.get(ONE_STREAM)
+        limit, mirror = slower_limit(results), results.get(ONE_STREAM)
         if row["record_bytes"] not in RECORD_GOAL_SIZES or not limit or not mirror:
             continue
         flowing = mirror.get(flowing_key)

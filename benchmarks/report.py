@@ -8,7 +8,7 @@ import shutil
 import time
 from pathlib import Path
 
-from goals import cpu_split, goals
+from goals import cpu_split, goals, slower_limit
 
 TITLES = {"kafka": "Apache Kafka", "tansu": "Tansu (the embedded broker of make demo)"}
 TIMING = {
@@ -26,8 +26,7 @@ def _workload(row) -> str:
 def _limits(row) -> tuple:
     """(the slower of the client's produce-only and consume-only limits, the target's ingest limit)."""
     results = row["results"]
-    limit = min(results["limit: produce only"]["records_per_s"], results["limit: consume only"]["records_per_s"])
-    return limit, results.get("limit: target ingest (raw batches)", {}).get("records_per_s")
+    return slower_limit(results), results.get("limit: target ingest (raw batches)", {}).get("records_per_s")
 
 
 def _limit_for(row, label: str):
