@@ -316,7 +316,7 @@ def caught_up_count(log: Path) -> int:
     return int(match.group(1)) if match else -1
 
 
-def cpu_split(brokers: Brokers) -> CpuSplit:
+def split_with_brokers(brokers: Brokers) -> CpuSplit:
     """A run's CPU split with both brokers' processes accounted for."""
     return CpuSplit({"source_broker": brokers.source.process.pid, "target_broker": brokers.target.process.pid})
 
@@ -502,7 +502,7 @@ class Bench:
                 brokers.fresh_target(name)
             command = [sys.executable, str(HERE / "limit.py"), mode, broker.bootstrap, name, str(count),
                        str(size), "--compression", compression, "--target", brokers.target.bootstrap]
-            sample = measure(command, self.work / f"limit-{mode}-{i}.log", cpu=cpu_split(brokers))
+            sample = measure(command, self.work / f"limit-{mode}-{i}.log", cpu=split_with_brokers(brokers))
             inner = json.loads(sample["log"].read_text().strip().splitlines()[-1])
             sample["seconds"] = inner["seconds"]  # the client's own loop, without interpreter start
             if sample.get("cpu_split"):
@@ -519,7 +519,7 @@ class Bench:
         brokers.fresh_target(topic)
         watch = None if brokers.kind == "tansu" else (lambda: brokers.end_offsets(topic))
         sample = measure(command, self.work / f"{tag}.log", env=env, whole_tree=whole_tree,
-                         watch=watch, expected=count, cpu=None if whole_tree else cpu_split(brokers))
+                         watch=watch, expected=count, cpu=None if whole_tree else split_with_brokers(brokers))
         if watch is not None:  # a peer without a SIGTERM handler ends with -15 after its work is done
             sample["ok"] = sample["mirrored"] and sample["exit"] in (0, 143, -signal.SIGTERM)
         else:

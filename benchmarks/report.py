@@ -8,7 +8,7 @@ import shutil
 import time
 from pathlib import Path
 
-from goals import cpu_split, goals, slower_limit
+from goals import cpu_split, goals, raw_goal_ratios, slower_limit
 
 TITLES = {"kafka": "Apache Kafka", "tansu": "Tansu (the embedded broker of make demo)"}
 TIMING = {
@@ -127,9 +127,6 @@ def _table(kind: str, section: dict, machine: dict) -> list:
 def _raw_goal(row: dict, title: str) -> list:
     """Raw mode's goal row, long run: against record mode and the target's ingest limit."""
     results = row["results"]
-    ingest = results.get("limit: target ingest (raw batches)", {}).get("records_per_s")
-    record = results.get("mirror, --num.streams 1", {})
-    raw = results.get("mirror --use.raw.bytes, --num.streams 1", {})
     lines = ["", f"### Raw mode's goal row, long run, on {title} ({_workload(row)}, {row['compression']})", "",
              "The issue's goal for `--use.raw.bytes` at 100 B lz4: at least 3x record mode's records/s, at most "
              "1/5 of its CPU s/GB, at least 0.9 of the target's ingest limit. Enough records for raw mode's rate to "
@@ -140,12 +137,11 @@ def _raw_goal(row: dict, title: str) -> list:
         lines.append(f"| {label}{'' if r['ok'] else ' (failed)'} | {r['records_per_s']:,} | {r['cpu_s_per_gb']} | "
                      f"{r['peak_rss_mb']} | {r.get('first_record_s', '')} | "
                      f"{format(r['records_per_s_after_first'], ',') if r.get('records_per_s_after_first') else ''} |")
-    if raw and record and ingest:
-        flowing = raw.get("records_per_s_after_first")
-        lines += ["", f"Raw mode: {raw['records_per_s'] / record['records_per_s']:.1f}x record mode's records/s for "
-                  f"{raw['cpu_s_per_gb'] / record['cpu_s_per_gb']:.2f} of its CPU s/GB; against the ingest limit "
-                  f"{raw['records_per_s'] / ingest:.2f} end to end"
-                  + (f", {flowing / ingest:.2f} once flowing." if flowing else ".")]
+    ratios = raw_goal_ratios(results)
+    if ratios is not None:
+        lines += ["", f"Raw mode: {ratios['speed']:.1f}x record mode's records/s for {ratios['cpu']:.2f} of its "
+                  f"CPU s/GB; against the ingest limit {ratios['end_to_end']:.2f} end to end"
+                  + (f", {ratios['flowing']:.2f} once flowing." if ratios["flowing"] else ".")]
     return lines
 
 
