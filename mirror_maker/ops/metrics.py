@@ -97,6 +97,8 @@ class MirrorMetrics:
         self.rebalances = {"assigned": 0, "revoked": 0, "lost": 0}
         self.queue_depth: Callable[[], int] = lambda: 0
         self.acknowledged: Callable[[], int] = lambda: 0
+        #: How long the mirror has been stalled (``ops.stall``): 0 while it makes progress.
+        self.stalled_seconds: Callable[[], float] = lambda: 0.0
         self.assigned_partitions: Callable[[], int] = lambda: 0
         #: With a replication policy: a source topic's name on the target, MirrorMaker 2's topic
         #: tag, exported as the ``target_topic`` label next to the source ``topic``.
@@ -177,6 +179,7 @@ class MirrorMetrics:
                 "lag": sum(p.lag for p in parts if p.lag is not None),
                 "dropped": self.dropped,
                 "filtered": self.filtered_records,
+                "commits": self.commits,
             }
 
     def collect(self):
@@ -250,5 +253,8 @@ class MirrorMetrics:
         yield rebalance
         yield GaugeMetricFamily("mirrormaker_producer_queue_depth", "Records waiting in the "
                                 "producer for the target's acknowledgement", value=self.queue_depth())
+        yield GaugeMetricFamily("mirrormaker_stalled_seconds", "How long nothing was acknowledged by the "
+                                "target or committed while records wait (0: progressing)",
+                                value=self.stalled_seconds())
         yield GaugeMetricFamily("mirrormaker_assigned_partitions", "Source partitions assigned to "
                                 "this process", value=self.assigned_partitions())

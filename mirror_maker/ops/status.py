@@ -14,6 +14,7 @@ import time
 from typing import Callable, List, Optional
 
 from .metrics import MirrorMetrics
+from .stall import STALL_S, ProgressWatch
 
 log = logging.getLogger("mirror_maker.status")
 
@@ -34,7 +35,7 @@ def snapshot(metrics: MirrorMetrics, threads: List) -> dict:
     return totals
 
 
-SUMMED = ("records", "bytes", "acked", "lag", "dropped", "filtered", "assigned", "queued")
+SUMMED = ("records", "bytes", "acked", "lag", "dropped", "filtered", "assigned", "queued", "commits")
 
 
 def combine(snapshots: List[dict]) -> dict:
@@ -47,10 +48,13 @@ def combine(snapshots: List[dict]) -> dict:
 
 class StatusReporter:
     def __init__(self, snapshot: Callable[[], dict], interval_s: float, progress: bool = False,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic, stall_s: float = STALL_S) -> None:
         self._snapshot = snapshot
         self._interval_s = interval_s
         self._clock = clock
+        self._watch = ProgressWatch(stall_s, clock)
+        #: Seconds without progress while records wait (``ops.stall``); 0 while progressing.
+        self.stalled_s = 0.0
         self._started = clock()
         self._last_time = self._started
         self._last = snapshot()
@@ -58,8 +62,10 @@ class StatusReporter:
         self._progress = progress and sys.stderr.isatty()
 
     def tick(self) -> None:
-        """Called often by the runner; logs when the interval passed, updates the bar."""
+        """Called often by the runner; watches progress, logs when the interval passed, updates
+        the bar."""
         now = self._clock()
+        self.stalled_s = self._watch.look(self._snapshot())
         if self._progress:
             self._update_bar()
         if self._interval_s > 0 and now - self._last_time >= self._interval_s:
@@ -71,9 +77,12 @@ class StatusReporter:
         elapsed = max(now - self._last_time, 1e-9)
         rate = (totals["records"] - self._last["records"]) / elapsed
         mbps = (totals["bytes"] - self._last["bytes"]) / elapsed / 1e6
-        log.info("Status: %.1f records/s, %.2f MB/s, lag %d, dropped %d, %d partitions assigned, "
-                 "%d records mirrored in total, %d waiting for the target", rate, mbps, totals["lag"],
-                 totals["dropped"], totals["assigned"], totals["acked"], totals["queued"])
+        stalled = (f"; STALLED for {self.stalled_s:.0f} s: nothing acknowledged by the target or committed while "
+                   f"records wait" if self.stalled_s else "")
+        log.log(logging.WARNING if self.stalled_s else logging.INFO,
+                "Status: %.1f records/s, %.2f MB/s, lag %d, dropped %d, %d partitions assigned, "
+                "%d records mirrored in total, %d waiting for the target%s", rate, mbps, totals["lag"],
+                totals["dropped"], totals["assigned"], totals["acked"], totals["queued"], stalled)
         self._last, self._last_time = totals, now
 
     def caught_up(self) -> bool:
