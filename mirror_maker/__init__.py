@@ -7,8 +7,8 @@ then commits its consumer's offsets, so no offset is committed before the target
 acknowledged every record below it (at-least-once delivery).
 
 No-data-loss defaults (each may be overridden, with a warning naming the risk):
-consumer ``enable.auto.commit=false``; producer ``acks=all``, idempotence on,
-``max.in.flight.requests.per.connection=1``, the maximum delivery timeout, and a produce that
+consumer ``enable.auto.commit=false``; producer ``acks=all``, idempotence on (which keeps order
+with ``max.in.flight.requests.per.connection=5``), the maximum delivery timeout, and a produce that
 waits when the local queue is full; ``--abort.on.send.failure true`` stops the whole mirror
 at the first record that cannot be delivered, without committing past it.
 

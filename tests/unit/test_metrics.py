@@ -70,6 +70,25 @@ def test_grafana_dashboard_uses_only_exported_metrics():
     assert used and used <= exported, used - exported
 
 
+def test_grafana_dashboard_groups_only_by_labels_its_metrics_have():
+    """A ``sum by (topic)`` of a metric without that label draws one unlabelled line."""
+    metrics = MirrorMetrics(clock=lambda: 1000.0)
+    metrics.consumed(TP, 3, 300, 10.0, 30.0, 60.0, 3)
+    metrics.ack_delay_ms = (4.0, 20.0, 8.0)
+    metrics.set_lag(TP, 7)
+    metrics.rebalanced("assigned")
+    metrics.committed(0.02)
+    labels = {}
+    for name, names in re.findall(r"^(mirrormaker_\w+?)(?:\{([^}]*)\})? ", exposition(metrics), re.M):
+        labels.setdefault(name, set()).update(re.findall(r"(\w+)=", names))
+    dashboard = json.loads((ROOT / "config" / "grafana-dashboard.json").read_text())
+    for target in (t for panel in dashboard["panels"] for t in panel["targets"]):
+        for grouped, inner in re.findall(r"by \(([\w, ]+)\) \((.*)\)", target["expr"]):
+            metric = re.search(r"\b(mirrormaker_\w+)", inner).group(1)
+            wanted = {label.strip() for label in grouped.split(",")}
+            assert wanted <= labels[metric], f"{target['expr']}: {metric} has {sorted(labels[metric])}"
+
+
 def thread(assigned, at_end, rebalanced=True):
     return SimpleNamespace(assigned=set(assigned), at_end=set(at_end), rebalanced=rebalanced)
 
