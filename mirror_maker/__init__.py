@@ -17,7 +17,8 @@ The public plugin API lives in this module: :class:`ConsumerRecord`, :class:`Pro
 mirroring (``--use.raw.bytes``), :class:`RawBatch` and :class:`RawBatchHandler`.
 
 Layout: the API-level modules a plugin or a user may import sit here (``records``, ``handlers``,
-``listeners``, ``plugins``, ``errors``), with ``demo`` and ``embedded``; the rest is grouped by
+``listeners``, ``plugins``, ``errors``), with ``demo``, ``embedded`` and ``redaction`` (the
+configuration's secrets, kept out of every line written); the rest is grouped by
 concern, each subpackage saying what it may import: ``cli`` (command line, exit codes),
 ``config`` (files and options to one configuration), ``clients`` (producer, admin, client errors,
 retries), ``engine`` (runner, mirror threads), ``offsets`` (flush-then-commit and where offsets

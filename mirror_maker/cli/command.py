@@ -19,6 +19,7 @@ from .. import __version__
 from . import exit_codes
 from . import options
 from ..errors import ConfigError, MirrorMakerError
+from ..redaction import redact
 from ..ops.log import configure_logging, resolve_level
 
 log = logging.getLogger("mirror_maker.MirrorMaker")
@@ -263,4 +264,4 @@ def _error_line(message) -> None:
     if logging.getLogger().handlers:
         log.error("%s", message)
     else:
-        click.echo(f"ERROR {message}", err=True)
+        click.echo(redact(f"ERROR {message}"), err=True)
