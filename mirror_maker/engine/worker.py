@@ -312,7 +312,7 @@ class MirrorThread(threading.Thread):
                     if count:
                         runs.append((run_topic, run_partition, first, last, count, nbytes))
                     run_topic, run_partition, first, count, nbytes = topic, partition, msg, 0, 0
-                sent = self._handle(msg, topic, partition, msg.offset(), msg.timestamp())
+                sent = self._handle_record(msg, topic, partition, msg.offset(), msg.timestamp())
                 produced += sent
                 if state.failure is not None:
                     break  # nothing is committed past a failure; this record is not counted
@@ -353,7 +353,7 @@ class MirrorThread(threading.Thread):
         if self._fast_keep_partition is not None and not self._config.sync_send:
             self._producer.count_produced(produced)
 
-    def _handle(self, msg, topic: str, partition: int, offset: int, timestamp) -> int:
+    def _handle_record(self, msg, topic: str, partition: int, offset: int, timestamp) -> int:
         """The user's handler on one record; how many records it sent (0: filtered)."""
         ts_type, ts = timestamp
         record = ConsumerRecord(topic, partition, offset, None if ts_type == _NO_TIMESTAMP or ts < 0 else ts,
