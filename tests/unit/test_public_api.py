@@ -41,9 +41,9 @@ def test_paths_the_readme_names_keep_working():
 
 
 #: What each subpackage may import from the rest of the package (its docstring says why).
-API_LEVEL = {"errors", "records", "handlers", "listeners", "plugins"}
+API_LEVEL = {"errors", "records", "handlers", "listeners", "plugins", "extras"}
 ALLOWED = {
-    "config": {"errors", "redaction"},
+    "config": {"errors", "redaction", "extras"},
     "ops": {"errors", "records", "redaction"},
     "clients": {"errors", "records", "ops", "engine.state"},
     "offsets": {"errors", "records", "clients", "engine.state", "ops"},
