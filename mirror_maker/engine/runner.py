@@ -196,6 +196,9 @@ class MirrorMaker:
         notified = False
         next_topic_check = 0.0
         while not self.state.stopping and any(t.is_alive() for t in self.threads):
+            # The shared producer's events (errors, statistics) are served even when nothing is
+            # sent: they say whether the target is reachable.
+            self.producer.serve()
             self._subscription.refresh_if_due()
             if time.monotonic() >= next_topic_check:
                 next_topic_check = time.monotonic() + TOPIC_RETRY_S

@@ -42,6 +42,10 @@ def combine(snapshots: List[dict]) -> dict:
     combined = {key: sum(s.get(key, 0) for s in snapshots) for key in SUMMED}
     combined["rebalanced"] = bool(snapshots) and all(s.get("rebalanced") for s in snapshots)
     combined["at_end"] = all(s.get("at_end") for s in snapshots)
+    combined["unreachable"] = {}
+    for snapshot_ in snapshots:
+        for side, seconds in snapshot_.get("unreachable", {}).items():
+            combined["unreachable"][side] = max(seconds, combined["unreachable"].get(side, 0.0))
     return combined
 
 
@@ -71,9 +75,11 @@ class StatusReporter:
         elapsed = max(now - self._last_time, 1e-9)
         rate = (totals["records"] - self._last["records"]) / elapsed
         mbps = (totals["bytes"] - self._last["bytes"]) / elapsed / 1e6
+        away = "".join(f", the {side} cluster unreachable for {seconds:.0f} s"
+                       for side, seconds in sorted(totals.get("unreachable", {}).items()))
         log.info("Status: %.1f records/s, %.2f MB/s, lag %d, dropped %d, %d partitions assigned, "
-                 "%d records mirrored in total, %d waiting for the target", rate, mbps, totals["lag"],
-                 totals["dropped"], totals["assigned"], totals["acked"], totals["queued"])
+                 "%d records mirrored in total, %d waiting for the target%s", rate, mbps, totals["lag"],
+                 totals["dropped"], totals["assigned"], totals["acked"], totals["queued"], away)
         self._last, self._last_time = totals, now
 
     def caught_up(self) -> bool:

@@ -134,6 +134,27 @@ def test_status_line(caplog):
     assert "Status: 50.0 records/s, 0.20 MB/s, lag 42, dropped 0, 1 partitions assigned" in caplog.text
 
 
+def test_the_status_line_says_how_long_the_target_has_been_unreachable(caplog):
+    from confluent_kafka import KafkaError
+
+    from mirror_maker.clients.client_errors import ClientErrors
+
+    metrics = MirrorMetrics()
+    errors = metrics.cluster_errors["target"] = ClientErrors("target", "t:9092", state=None)
+    status = reporter(metrics, [thread([TP], [])], 0)
+    status.log_line()
+    assert "unreachable" not in caplog.text
+    errors(KafkaError(KafkaError._ALL_BROKERS_DOWN, "1/1 brokers are down"))
+    assert "ERROR" in caplog.text and "Cannot reach the target cluster at t:9092" in caplog.text
+    status.log_line()
+    assert "waiting for the target, the target cluster unreachable for 0 s" in caplog.text
+    assert combine([snapshot(metrics, []), {}])["unreachable"].keys() == {"target"}  # a Spark driver's line too
+    errors.brokers_seen({"brokers": {"t:9092/1": {"state": "DOWN"}}})
+    assert errors.unreachable_for() is not None
+    errors.brokers_seen({"brokers": {"t:9092/1": {"state": "UP"}}})
+    assert errors.unreachable_for() is None and "The target cluster at t:9092 is reachable again" in caplog.text
+
+
 def test_notify_sends_a_datagram(tmp_path, monkeypatch):
     path = str(tmp_path / "notify.sock")
     with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as sock:
