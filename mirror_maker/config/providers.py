@@ -175,11 +175,7 @@ def _build_providers(props: Mapping[str, str], source: str, environ: Mapping[str
         prefix = f"{CONFIG_PROVIDERS}.{name}.param."
         params = {key[len(prefix):]: value for key, value in props.items()
                   if key.startswith(prefix) and len(key) > len(prefix)}
-        where = f"{source}: {CONFIG_PROVIDERS}.{name}"
-        try:
-            providers[name] = factory(params, where, environ)
-        except ConfigError as exc:
-            raise ConfigError(str(exc) if str(exc).startswith(where) else f"{where}: {exc}") from None
+        providers[name] = factory(params, f"{source}: {CONFIG_PROVIDERS}.{name}", environ)
     return providers
 
 
