@@ -73,22 +73,33 @@ class _AllowedPaths:
         return None
 
 
-class _FileProvider:
-    """``${file:/path/to/file.properties:key}``: a key of a Java properties file."""
+class _PathProvider:
+    """What the file and directory providers share: ``allowed.paths``, checked for every path."""
+
+    usage = ""
 
     def __init__(self, params: Mapping[str, str], where: str, environ: Mapping[str, str]) -> None:
         self._allowed = _AllowedPaths(params.get("allowed.paths"), f"{where}.param.allowed.paths")
 
-    def get(self, path: str, keys: Iterable[str]) -> Dict[str, str]:
+    def _checked(self, path: str) -> str:
         if not path:
-            raise ConfigError("needs a path: ${file:/path/to/file.properties:key}")
+            raise ConfigError(f"needs a path: {self.usage}")
         allowed = self._allowed.check(path)
         if allowed is None:
             raise ConfigError(f"the path {path} is not in its allowed.paths")
+        return allowed
+
+
+class _FileProvider(_PathProvider):
+    """``${file:/path/to/file.properties:key}``: a key of a Java properties file."""
+
+    usage = "${file:/path/to/file.properties:key}"
+
+    def get(self, path: str, keys: Iterable[str]) -> Dict[str, str]:
         from .properties import parse_properties
 
         try:
-            with open(allowed, encoding="utf-8") as handle:
+            with open(self._checked(path), encoding="utf-8") as handle:
                 data = parse_properties(handle.read(), path)
         except (OSError, UnicodeDecodeError):
             raise ConfigError(f"could not read properties from file {path}") from None
@@ -114,24 +125,19 @@ class _EnvProvider:
         return {key: self._variables[key] for key in keys if key in self._variables}
 
 
-class _DirectoryProvider:
+class _DirectoryProvider(_PathProvider):
     """``${dir:/path/to/dir:file}``: the whole content of a regular file in a directory (as a
     Kubernetes secret is mounted)."""
 
-    def __init__(self, params: Mapping[str, str], where: str, environ: Mapping[str, str]) -> None:
-        self._allowed = _AllowedPaths(params.get("allowed.paths"), f"{where}.param.allowed.paths")
+    usage = "${dir:/path/to/dir:file}"
 
     def get(self, path: str, keys: Iterable[str]) -> Dict[str, str]:
-        if not path:
-            raise ConfigError("needs a directory: ${dir:/path/to/dir:file}")
-        allowed = self._allowed.check(path)
-        if allowed is None:
-            raise ConfigError(f"the path {path} is not in its allowed.paths")
-        if not os.path.isdir(allowed):
+        directory = self._checked(path)
+        if not os.path.isdir(directory):
             raise ConfigError(f"{path} is not a directory")
         found = {}
         for key in keys:
-            file = os.path.join(allowed, key)
+            file = os.path.join(directory, key)
             if os.sep in key or not os.path.isfile(file):
                 continue
             try:
