@@ -185,6 +185,12 @@ def check_librdkafka(conf: Dict[str, str], source: str, role: str) -> Dict[str, 
     return checked
 
 
+def register_secrets(*settings: Dict[str, str]) -> None:
+    """Every secret value of these settings, registered to be hidden from every line written
+    (also in a Spark task's process, which gets the settings but never reads the files)."""
+    redaction.register(*(value for conf in settings for key, value in conf.items() if is_secret(key)))
+
+
 def _with_jaas_file(props: Dict[str, str], source: str) -> Dict[str, str]:
     """A SASL client without ``sasl.jaas.config`` logs in with the ``KafkaClient`` section of the
     JAAS file ``KAFKA_OPTS`` names, as the Java client does."""
@@ -204,10 +210,9 @@ def _build_client_conf(props: Dict[str, str], source: str, role: str):
     """Resolve config providers and the JAAS file, translate, resolve stores, apply the
     defaults, check: the steps both files share. Every secret met is registered for redaction."""
     props = _with_jaas_file(resolve(props, source), source)
-    redaction.register(*(value for key, value in props.items() if is_secret(key)))
+    register_secrets(props)
     translation = translate(props, role)
-    redaction.register(*(value for part in (translation.conf, translation.engine)
-                         for key, value in part.items() if is_secret(key)))
+    register_secrets(translation.conf, translation.engine)
     _log_notes(translation, source)
     _resolve_ssl(translation, source, role)
     conf = _apply_defaults(translation.conf, CONSUMER_DEFAULTS if role == "consumer" else PRODUCER_DEFAULTS)

@@ -52,3 +52,11 @@ def test_a_secret_librdkafka_quotes_in_its_error_is_hidden_from_the_error_line(t
     assert status == 1
     assert "acks=[hidden]: Invalid value" in err and "WARN producer acks=[hidden] overrides all" in err, err
     assert MARKER.lower() not in err.lower()
+
+
+def test_only_secret_settings_are_registered_and_a_token_endpoint_is_no_secret():
+    from mirror_maker.config.client_conf import register_secrets
+
+    register_secrets({"sasl.password": MARKER, "bootstrap.servers": "broker-1:9092",
+                      "sasl.oauthbearer.token.endpoint.url": "https://idp/token"})
+    assert redaction.redact(f"broker-1:9092 https://idp/token {MARKER}") == "broker-1:9092 https://idp/token [hidden]"
