@@ -12,6 +12,7 @@ so; meanwhile ``unreachable_for()`` tells the status line how long it has been a
 from __future__ import annotations
 
 import logging
+import re
 import threading
 import time
 from typing import Dict, Optional
@@ -49,6 +50,11 @@ def principal(conf: Dict[str, str]) -> str:
     """Who the cluster sees, as far as the client's settings tell (for error lines)."""
     if conf.get("sasl.username"):
         return f"User:{conf['sasl.username']}"
+    unsecured = re.search(r"(?:^|\s)principal=(\S+)", str(conf.get("sasl.oauthbearer.config", "")))
+    if unsecured and str(conf.get("enable.sasl.oauthbearer.unsecure.jwt", "")).lower() == "true":
+        return f"User:{unsecured.group(1)}"
+    if conf.get("sasl.oauthbearer.client.id"):
+        return f"the principal of client {conf['sasl.oauthbearer.client.id']}'s OAUTHBEARER token"
     if conf.get("sasl.kerberos.principal"):
         return f"the Kerberos principal {conf['sasl.kerberos.principal']}"
     if conf.get("ssl.certificate.location") or conf.get("ssl.keystore.location"):

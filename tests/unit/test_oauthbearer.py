@@ -100,3 +100,14 @@ def test_what_librdkafka_cannot_do_is_one_line(settings, message):
 def test_the_oauthbearer_login_module_with_another_mechanism_is_one_line():
     with pytest.raises(ConfigError, match="needs sasl.mechanism=OAUTHBEARER"):
         build_producer_conf({**BASE, "sasl.mechanism": "PLAIN", "sasl.jaas.config": jaas('a="b"')}, "p")
+
+
+def test_an_authorization_error_names_the_token_s_principal():
+    from mirror_maker.clients.client_errors import principal
+
+    unsecured = build_producer_conf({**BASE, "sasl.jaas.config": jaas('unsecuredLoginStringClaim_sub="alice"')}, "p")[0]
+    assert principal(unsecured) == "User:alice"
+    oidc = build_producer_conf({**BASE, "sasl.login.callback.handler.class": HANDLER,
+                                "sasl.oauthbearer.token.endpoint.url": "https://idp/t",
+                                "sasl.jaas.config": jaas('clientId="mirror" clientSecret="s"')}, "p")[0]
+    assert principal(oidc) == "the principal of client mirror's OAUTHBEARER token"
