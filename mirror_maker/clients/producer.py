@@ -98,9 +98,16 @@ class MirrorProducer:
         self._metrics = metrics or MirrorMetrics()
         self._topic_limits = {} if topic_limits is None else topic_limits
         self._warned_deadline: Optional[float] = None
+        self._metrics.cluster_errors["target"] = self._errors  # the status line's reachability
 
     def __len__(self) -> int:
-        return len(self._producer)
+        """Records waiting for the target. librdkafka's queue length also counts events waiting
+        for a poll (statistics, logs, connection errors), so with the target away and nothing
+        sent it read as a growing number of records; what was handed over and is neither
+        acknowledged nor failed bounds it too (both are exact right after ``serve``)."""
+        with self._count_lock:
+            handed_over = self._produced - self._failed
+        return max(0, min(len(self._producer), handed_over - self.acknowledged()))
 
     def unacknowledged(self) -> int:
         """Records still waiting for the target, once closed: none when a flush saw the queue
@@ -320,11 +327,14 @@ class MirrorProducer:
 
     def _on_stats(self, text: str) -> None:
         """librdkafka's statistics: how long a record takes from ``produce`` to the target's
-        acknowledgement (queue, request buffer and round trip), for the replication latency."""
+        acknowledgement (queue, request buffer and round trip), for the replication latency, and
+        whether a broker of the target is up (the end of an outage)."""
         try:
-            brokers = json.loads(text).get("brokers", {}).values()
+            stats = json.loads(text)
         except ValueError:
             return
+        self._errors.brokers_seen(stats)
+        brokers = stats.get("brokers", {}).values()
         windows = [[b.get(name, {}) for name in ("int_latency", "outbuf_latency", "rtt")]
                    for b in brokers if b.get("rtt", {}).get("cnt")]
         if not windows:

@@ -83,6 +83,7 @@ class MirrorMaker:
         self._topic_sync = None  # MirrorMaker 2's topic syncs, when one is on
         self._syncs_topic = None  # --emit.offset-syncs.enabled
         self._failover = None  # checkpoints, group offset sync, heartbeats
+        self._admins = ()  # the source's and the target's admin clients
 
     def start(self) -> None:
         config = self.config
@@ -93,6 +94,7 @@ class MirrorMaker:
         source_admin = admin_client({**config.consumer, "error_cb": source_errors},
                                     f"{config.group_id}-admin")
         target_admin = admin_client({**config.producer, "error_cb": target_errors}, "producer-1-admin")
+        self._admins = (source_admin, target_admin)
         rules = topic_rules(config.replication)
         configs = TopicConfigs(source_admin, target_admin, config.replication.config_exclude_pattern)
         target_topics = self._target_topics = TargetTopics(
@@ -193,6 +195,7 @@ class MirrorMaker:
         notified = False
         next_topic_check = 0.0
         while not self.state.stopping and any(t.is_alive() for t in self.threads):
+            self._serve_client_events()
             self._subscription.refresh_if_due()
             if time.monotonic() >= next_topic_check:
                 next_topic_check = time.monotonic() + TOPIC_RETRY_S
@@ -208,6 +211,14 @@ class MirrorMaker:
                 break
             self.state.wait(TICK_S)
         self.state.request_stop()
+
+    def _serve_client_events(self) -> None:
+        """The events of clients nothing polls while no record flows: the shared producer's say
+        whether the target is reachable, the admin clients' a refused login before any consumer
+        joins (e.g. an OAUTHBEARER token the provider will not give)."""
+        self.producer.serve()
+        for admin in self._admins:
+            admin.poll(0)
 
     def _retry_target_topics(self) -> None:
         try:

@@ -106,6 +106,9 @@ class MirrorMetrics:
         #: (min, max, avg) ms from ``produce`` to the target's acknowledgement, from librdkafka's
         #: last statistics window; None until the first one.
         self.ack_delay_ms: Optional[Tuple[float, float, float]] = None
+        #: A cluster side ("target") -> its client errors, which know whether it is reachable
+        #: (anything with ``unreachable_for()``: seconds since it went away, or None).
+        self.cluster_errors: Dict[str, object] = {}
 
     def _stats(self, tp: TopicPartition) -> PartitionStats:
         stats = self.partitions.get(tp)
@@ -180,7 +183,13 @@ class MirrorMetrics:
                 "dropped": self.dropped,
                 "filtered": self.filtered_records,
                 "commits": self.commits,
+                "unreachable": self.unreachable(),
             }
+
+    def unreachable(self) -> Dict[str, float]:
+        """Each cluster side that cannot be reached now, with how long it has been away (s)."""
+        away = {side: errors.unreachable_for() for side, errors in self.cluster_errors.items()}
+        return {side: seconds for side, seconds in away.items() if seconds is not None}
 
     def collect(self):
         """The prometheus_client collector protocol: build every family at scrape time."""

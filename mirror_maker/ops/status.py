@@ -43,6 +43,10 @@ def combine(snapshots: List[dict]) -> dict:
     combined = {key: sum(s.get(key, 0) for s in snapshots) for key in SUMMED}
     combined["rebalanced"] = bool(snapshots) and all(s.get("rebalanced") for s in snapshots)
     combined["at_end"] = all(s.get("at_end") for s in snapshots)
+    combined["unreachable"] = {}
+    for snapshot_ in snapshots:
+        for side, seconds in snapshot_.get("unreachable", {}).items():
+            combined["unreachable"][side] = max(seconds, combined["unreachable"].get(side, 0.0))
     return combined
 
 
@@ -77,12 +81,14 @@ class StatusReporter:
         elapsed = max(now - self._last_time, 1e-9)
         rate = (totals["records"] - self._last["records"]) / elapsed
         mbps = (totals["bytes"] - self._last["bytes"]) / elapsed / 1e6
+        away = "".join(f", the {side} cluster unreachable for {seconds:.0f} s"
+                       for side, seconds in sorted(totals.get("unreachable", {}).items()))
         stalled = (f"; STALLED for {self.stalled_s:.0f} s: nothing acknowledged by the target or committed while "
                    f"records wait" if self.stalled_s else "")
         log.log(logging.WARNING if self.stalled_s else logging.INFO,
                 "Status: %.1f records/s, %.2f MB/s, lag %d, dropped %d, %d partitions assigned, "
-                "%d records mirrored in total, %d waiting for the target%s", rate, mbps, totals["lag"],
-                totals["dropped"], totals["assigned"], totals["acked"], totals["queued"], stalled)
+                "%d records mirrored in total, %d waiting for the target%s%s", rate, mbps, totals["lag"],
+                totals["dropped"], totals["assigned"], totals["acked"], totals["queued"], away, stalled)
         self._last, self._last_time = totals, now
 
     def caught_up(self) -> bool:
