@@ -1,15 +1,13 @@
-"""At-least-once delivery: SIGKILL, SIGTERM, a cut target, and abort on send failure."""
+"""At-least-once delivery: SIGKILL, SIGTERM, and instances coming and going (the target outage and
+refused records are in every mode: test_reliability.py, test_mode_matrix.py)."""
 
 import signal
-
-import pytest
 
 from .harness import (
     BackgroundProducer,
     MirrorProcess,
     on_tansu,
     mirror_args,
-    mirror_files,
     wait_settled,
     wait_until,
 )
@@ -94,34 +92,3 @@ def test_two_instances_started_and_stopped_during_a_stream(tmp_path, source, tar
         assert a.stop(signal.SIGTERM) == 143, a.log()
         if b is not None:
             b.kill()
-
-
-@pytest.mark.needs_own_brokers("cuts the target off through a proxy")
-def test_commit_never_passes_what_the_target_has_not_acknowledged(tmp_path, source, target):
-    proxy, proxied = target.proxy(tmp_path, "target-proxy")
-    topic = source.create_topic("cut", partitions=1)
-    files = mirror_files(tmp_path, source, proxied)
-    stream = BackgroundProducer(source, topic, rate=200).start()
-    mirror = MirrorProcess(mirror_args(files, topic, "--offset.commit.interval.ms", "500"),
-                           tmp_path / "mirror.log")
-    try:
-        wait_until(lambda: sum(source.committed(files.group, topic).values()) > 100, 60,
-                   "commits before the cut")
-        proxy.cut()
-        mirror.wait_for_log("waiting for the target to acknowledge", 40)
-        committed_during_cut = source.committed(files.group, topic).get(0, 0)
-        on_target = target.count(topic)
-        assert committed_during_cut <= on_target, "an offset was committed past the target's records"
-        stuck = mirror.log().count("waiting for the target to acknowledge")
-        wait_until(lambda: mirror.log().count("waiting for the target to acknowledge") > stuck, 30,
-                   "the mirror to keep waiting for the target")
-        assert source.committed(files.group, topic).get(0, 0) == committed_during_cut
-        proxy.restore()
-    finally:
-        acked = stream.stop()
-    try:
-        target.read_values(topic, acked, timeout_s=120)
-        assert mirror.process.poll() is None, "the mirror must keep running through the outage"
-    finally:
-        assert mirror.stop(signal.SIGTERM) == 143, mirror.log()
-        proxy.stop()
