@@ -28,6 +28,8 @@ class ProgressWatch:
         now = self._clock()
         mark = (totals.get("acked", 0), totals.get("commits", 0))
         waiting = totals.get("queued", 0) > 0 or totals.get("lag", 0) > 0
+        if self._mark is None:
+            self._mark = mark  # the first look: the start is the last progress
         if mark != self._mark or not waiting:
             self._mark, self._moved_at = mark, now
             return 0.0
