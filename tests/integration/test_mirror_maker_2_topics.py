@@ -161,7 +161,7 @@ def test_partitions_followed_and_new_partitions_mirrored_from_their_start(tmp_pa
 
 
 @OWN_ACLS
-def test_topic_acls_copied_allow_only_never_write_all_as_read(tmp_path, source, target, files):
+def test_topic_acls_copied_never_allow_write_all_as_read_deny_kept(tmp_path, source, target, files):
     topic = source.create_topic("acls", partitions=1)
     bindings = [AclBinding(ResourceType.TOPIC, topic, ResourcePatternType.LITERAL, f"User:{user}", "*", operation,
                            permission) for user, operation, permission in (
@@ -174,7 +174,7 @@ def test_topic_acls_copied_allow_only_never_write_all_as_read(tmp_path, source, 
                                        "a", "--sync.topic.acls.enabled", "true", "--sync.topic.acls.interval.seconds",
                                        "1"), tmp_path / "mirror.log")
     try:
-        expected = [("User:owner", "READ", "ALLOW"), ("User:reader", "READ", "ALLOW")]
+        expected = [("User:banned", "READ", "DENY"), ("User:owner", "READ", "ALLOW"), ("User:reader", "READ", "ALLOW")]
         wait_until(lambda: topic_acls(target, f"a.{topic}") == expected, 60, "the copied ACLs")
     finally:
         assert mirror.stop() == 143
@@ -198,9 +198,10 @@ def test_the_same_names_configs_and_acls_as_kafka_mirror_maker_2(tmp_path, sourc
     topic = source.create_topic("parity", partitions=3)
     alter(source, topic, retention_ms="7654321", max_message_bytes="500000", min_insync_replicas="1")
     for future in source.admin().create_acls([
-            AclBinding(ResourceType.TOPIC, topic, ResourcePatternType.LITERAL, "User:p", "*", operation,
-                       AclPermissionType.ALLOW) for operation in (AclOperation.ALL, AclOperation.WRITE,
-                                                                  AclOperation.DESCRIBE)],
+            AclBinding(ResourceType.TOPIC, topic, ResourcePatternType.LITERAL, f"User:{user}", "*", operation,
+                       permission) for user, operation, permission in (
+                ("p", AclOperation.ALL, AclPermissionType.ALLOW), ("p", AclOperation.WRITE, AclPermissionType.ALLOW),
+                ("p", AclOperation.DESCRIBE, AclPermissionType.ALLOW), ("q", AclOperation.READ, AclPermissionType.DENY))],
             request_timeout=30).values():
         future.result()
     source.seed(topic, make_records(30))
@@ -222,7 +223,8 @@ def test_the_same_names_configs_and_acls_as_kafka_mirror_maker_2(tmp_path, sourc
         assert topic_configs(target, f"ours.{topic}") == {"retention.ms": "7654321", "max.message.bytes": "500000"}
         wait_until(lambda: topic_acls(target, f"ours.{topic}") == topic_acls(target, f"theirs.{topic}"), 30,
                    "the same ACLs")
-        assert topic_acls(target, f"ours.{topic}") == [("User:p", "DESCRIBE", "ALLOW"), ("User:p", "READ", "ALLOW")]
+        assert topic_acls(target, f"ours.{topic}") == [("User:p", "DESCRIBE", "ALLOW"), ("User:p", "READ", "ALLOW"),
+                                                       ("User:q", "READ", "DENY")]
     finally:
         assert ours.stop() == 143
         theirs.stop()

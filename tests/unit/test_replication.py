@@ -152,7 +152,10 @@ def test_acls_copied_as_mirror_maker_2_copies_them():
               acl("other", AclOperation.READ)]
     copied_acls = target_bindings(source, {"orders": {"a.orders"}})
     assert [(b.name, b.operation, b.permission_type) for b in copied_acls] == [
-        ("a.orders", AclOperation.READ, AclPermissionType.ALLOW), ("a.orders", AclOperation.READ, AclPermissionType.ALLOW)]
+        ("a.orders", AclOperation.READ, AclPermissionType.ALLOW), ("a.orders", AclOperation.READ, AclPermissionType.ALLOW),
+        ("a.orders", AclOperation.READ, AclPermissionType.DENY)]  # a DENY dropped would widen access
+    deny_all = target_bindings([acl("orders", AclOperation.ALL, AclPermissionType.DENY)], {"orders": {"a.orders"}})
+    assert [(b.operation, b.permission_type) for b in deny_all] == [(AclOperation.ALL, AclPermissionType.DENY)]
 
 
 def test_the_fast_path_and_a_user_handler_send_to_the_policys_names():
