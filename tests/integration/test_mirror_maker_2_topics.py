@@ -50,8 +50,8 @@ def test_default_policy_names_target_topics_after_the_source_alias(tmp_path, sou
     source.seed(topic, records)
     source.seed(internal, make_records(5, "i"))
     mirror = MirrorProcess(mirror_args(files, f"{topic}.*", "--replication.policy.class", "default",
-                                       "--source.cluster.alias", "a", "--exit.when.caught.up"),
-                           tmp_path / "mirror.log")
+                                       "--source.cluster.alias", "a", "--target.cluster.alias", "b",
+                                       "--exit.when.caught.up"), tmp_path / "mirror.log")
     assert mirror.wait(120) == 0, mirror.log()
     assert sorted(values(target.read_values(f"a.{topic}", [r.value for r in records]))) == \
         sorted(r.value for r in records)
@@ -64,8 +64,8 @@ def test_raw_mode_sends_batches_to_the_policys_names(tmp_path, source, target, f
     records = make_records(300)
     source.seed(topic, records, **{"compression.type": "lz4", "linger.ms": 50})
     mirror = MirrorProcess(mirror_args(files, topic, "--use.raw.bytes", "--replication.policy.class", "default",
-                                       "--source.cluster.alias", "a", "--exit.when.caught.up"),
-                           tmp_path / "mirror.log")
+                                       "--source.cluster.alias", "a", "--target.cluster.alias", "b",
+                                       "--exit.when.caught.up"), tmp_path / "mirror.log")
     assert mirror.wait(120) == 0, mirror.log()
     rows = target.read_values(f"a.{topic}", [r.value for r in records])
     by_partition = {p: sorted(rec.value for q, _o, rec in rows if q == p) for p in (0, 1)}
@@ -81,6 +81,7 @@ def test_identity_policy_keeps_names(tmp_path, source, target, files):
     mirror = MirrorProcess(mirror_args(files, topic, "--replication.policy.class", "identity",
                                        "--exit.when.caught.up"), tmp_path / "mirror.log")
     assert mirror.wait(120) == 0, mirror.log()
+    assert "The identity replication policy cannot detect cycles" in mirror.log()
     assert len(target.read_values(topic, [r.value for r in records])) == 50
 
 
@@ -171,7 +172,7 @@ def test_topic_acls_copied_never_allow_write_all_as_read_deny_kept(tmp_path, sou
         future.result()
     source.seed(topic, make_records(5))
     mirror = MirrorProcess(mirror_args(files, topic, "--replication.policy.class", "default", "--source.cluster.alias",
-                                       "a", "--sync.topic.acls.enabled", "true", "--sync.topic.acls.interval.seconds",
+                                       "a", "--target.cluster.alias", "b", "--sync.topic.acls.enabled", "true", "--sync.topic.acls.interval.seconds",
                                        "1"), tmp_path / "mirror.log")
     try:
         expected = [("User:banned", "READ", "DENY"), ("User:owner", "READ", "ALLOW"), ("User:reader", "READ", "ALLOW")]
@@ -206,7 +207,7 @@ def test_the_same_names_configs_and_acls_as_kafka_mirror_maker_2(tmp_path, sourc
         future.result()
     source.seed(topic, make_records(30))
     ours = MirrorProcess(mirror_args(files, topic, "--replication.policy.class", "default", "--source.cluster.alias",
-                                     "ours", *SYNC_FAST, "--sync.topic.acls.enabled", "true",
+                                     "ours", "--target.cluster.alias", "b", *SYNC_FAST, "--sync.topic.acls.enabled", "true",
                                      "--sync.topic.acls.interval.seconds", "1"), tmp_path / "ours.log")
     props = mirror_maker_2_properties(source.bootstrap, target.bootstrap, topic, 1, {
         "replication.policy.class": "org.apache.kafka.connect.mirror.DefaultReplicationPolicy",
