@@ -40,6 +40,10 @@ class ReplicationOptions:
     sync_topic_acls_interval_s: int = 600
     #: For the target topics the mirror creates (None: the target broker's default).
     replication_factor: Optional[int] = None
+    #: For MirrorMaker 2's internal topics (None: as ``replication_factor``).
+    offset_syncs_replication_factor: Optional[int] = None
+    checkpoints_replication_factor: Optional[int] = None
+    heartbeats_replication_factor: Optional[int] = None
     # Consumer failover (MirrorMaker 2's offset syncs, checkpoints, group offset sync, heartbeats).
     emit_offset_syncs: bool = False
     offset_syncs_location: str = "source"
@@ -52,6 +56,12 @@ class ReplicationOptions:
     sync_group_offsets_interval_s: int = 60
     emit_heartbeats: bool = False
     emit_heartbeats_interval_s: int = 1
+
+    def internal_replication_factor(self, topic: str) -> Optional[int]:
+        """The replication factor of MirrorMaker 2's ``offset-syncs``, ``checkpoints`` or
+        ``heartbeats`` topic (None: the broker's default)."""
+        own = getattr(self, f"{topic.replace('-', '_')}_replication_factor")
+        return own if own is not None else self.replication_factor
 
     @property
     def config_exclude_pattern(self) -> Pattern[str]:
@@ -122,8 +132,12 @@ def build_replication_options(**given) -> ReplicationOptions:
                           ("--offset.lag.max", options.offset_lag_max)):
         if value < 1:
             raise ConfigError(f"{option}: {value} is not a positive number")
-    if options.replication_factor is not None and options.replication_factor < 1:
-        raise ConfigError(f"--replication.factor: {options.replication_factor} is not a positive number")
+    for option, factor in (("--replication.factor", options.replication_factor),
+                           ("offset-syncs.topic.replication.factor", options.offset_syncs_replication_factor),
+                           ("checkpoints.topic.replication.factor", options.checkpoints_replication_factor),
+                           ("heartbeats.topic.replication.factor", options.heartbeats_replication_factor)):
+        if factor is not None and factor < 1:
+            raise ConfigError(f"{option}: {factor} is not a positive number")
     if not options.separator:
         raise ConfigError("--replication.policy.separator must not be empty")
     for option, alias in (("--source.cluster.alias", options.source_alias),

@@ -62,7 +62,9 @@ class MirrorMaker:
     """
 
     def __init__(self, config: MirrorMakerConfig, handler, listener,
-                 streams: Optional[Sequence[int]] = None) -> None:
+                 streams: Optional[Sequence[int]] = None, singletons: Optional[Callable[[], bool]] = None) -> None:
+        """``singletons``: whether this process runs the syncs, checkpoints and heartbeats now
+        (MirrorMaker 2's dedicated mode elects one node of several; None: always)."""
         self.config = config
         self._streams = range(config.num_streams) if streams is None else streams
         self.state = RunState(config.shutdown_timeout_s)
@@ -79,6 +81,7 @@ class MirrorMaker:
         self._topic_sync = None  # MirrorMaker 2's topic syncs, when one is on
         self._syncs_topic = None  # --emit.offset-syncs.enabled
         self._failover = None  # checkpoints, group offset sync, heartbeats
+        self._singletons = singletons
 
     def start(self) -> None:
         config = self.config
@@ -107,7 +110,7 @@ class MirrorMaker:
             config.topic_refresh_ms, config.consumer["bootstrap.servers"], rules, state=self.state)
         if config.replication.syncs and 0 in self._streams:  # one sync per run (Spark: task 0's)
             self._topic_sync = TopicSync(config.replication, target_topics, configs, source_admin, target_admin,
-                                         self.state)
+                                         self.state, active=self._singletons)
         thread_class = MirrorThread
         if config.use_raw_bytes:
             from ..shallow.worker import RawMirrorThread as thread_class  # kafka-python: only then
@@ -159,7 +162,7 @@ class MirrorMaker:
             cluster = connection_settings(config.consumer if on_source else config.producer)
             name = rules.policy.offset_syncs_topic(options.target_alias if on_source else options.source_alias)
             self._syncs_topic = OffsetSyncsTopic(name, cluster, source_admin if on_source else target_admin,
-                                                 options.replication_factor)
+                                                 options.internal_replication_factor("offset-syncs"), self.metrics)
             for thread in self.threads:
                 thread.offset_syncs = OffsetSyncWriter(self._syncs_topic, target_admin, rules.remote,
                                                        options.offset_lag_max, self.state)
@@ -167,7 +170,7 @@ class MirrorMaker:
                 store = OffsetSyncStore(cluster, name)
         if self._topic_sync is not None:
             self._failover = ConsumerFailover(options, rules, store, source_admin, target_admin,
-                                              connection_settings(config.producer))
+                                              connection_settings(config.producer), self.metrics)
             for interval, job in self._failover.jobs():
                 self._topic_sync.add(interval, job)
 
