@@ -253,18 +253,18 @@ def invoke(argv: List[str]) -> int:
         return exc.exit_code
     except click.Abort:
         return exit_codes.SIGINT
-    except ConfigError as exc:
+    except (KeyboardInterrupt, Exception) as exc:
+        return error_status(exc)
+
+
+def error_status(exc: BaseException) -> int:
+    """One ERROR line for what ended the run (none for Ctrl-C), and its exit status."""
+    if isinstance(exc, MirrorMakerError):
         _error_line(exc)
-        return exit_codes.USAGE
-    except MirrorMakerError as exc:
-        _error_line(exc)
-        return exit_codes.FATAL
-    except KeyboardInterrupt:
-        return exit_codes.SIGINT
-    except Exception as exc:  # the last resort: one line, the traceback only at DEBUG
+    elif not isinstance(exc, KeyboardInterrupt):  # the last resort: one line, the traceback only at DEBUG
         log.debug("unexpected error", exc_info=True)
         _error_line(f"unexpected error: {type(exc).__name__}: {exc}")
-        return exit_codes.FATAL
+    return exit_codes.for_error(exc)
 
 
 def _error_line(message) -> None:

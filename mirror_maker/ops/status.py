@@ -47,8 +47,10 @@ def combine(snapshots: List[dict]) -> dict:
 
 class StatusReporter:
     def __init__(self, snapshot: Callable[[], dict], interval_s: float, progress: bool = False,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic, label: str = "") -> None:
+        """``label``: what the line is about when a process has several (a flow's name)."""
         self._snapshot = snapshot
+        self._label = f" {label}" if label else ""
         self._interval_s = interval_s
         self._clock = clock
         self._started = clock()
@@ -69,10 +71,11 @@ class StatusReporter:
         now = self._clock() if now is None else now
         totals = self._snapshot()
         elapsed = max(now - self._last_time, 1e-9)
-        rate = (totals["records"] - self._last["records"]) / elapsed
-        mbps = (totals["bytes"] - self._last["bytes"]) / elapsed / 1e6
-        log.info("Status: %.1f records/s, %.2f MB/s, lag %d, dropped %d, %d partitions assigned, "
-                 "%d records mirrored in total, %d waiting for the target", rate, mbps, totals["lag"],
+        # A mirror started again (a flow of the dedicated mode) counts from zero: no negative rate.
+        rate = max(0.0, totals["records"] - self._last["records"]) / elapsed
+        mbps = max(0.0, totals["bytes"] - self._last["bytes"]) / elapsed / 1e6
+        log.info("Status%s: %.1f records/s, %.2f MB/s, lag %d, dropped %d, %d partitions assigned, "
+                 "%d records mirrored in total, %d waiting for the target", self._label, rate, mbps, totals["lag"],
                  totals["dropped"], totals["assigned"], totals["acked"], totals["queued"])
         self._last, self._last_time = totals, now
 

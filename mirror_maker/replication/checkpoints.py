@@ -139,6 +139,7 @@ class ConsumerFailover:
 
     def emit_checkpoints(self) -> int:
         """Checkpoints: source groups' offsets translated to the target's, written when they moved."""
+        self._ensure(self.checkpoints_topic)  # at once, as MirrorMaker 2 creates it at its start
         self._store.update()
         mirrored = set(self._store.partitions())
         if not mirrored:
@@ -167,7 +168,6 @@ class ConsumerFailover:
                 key = (group, checkpoint.topic, checkpoint.partition)
                 if self.latest.get(key) == checkpoint:
                     continue
-                self._ensure(self.checkpoints_topic)
                 record_key, value = encode_checkpoint(checkpoint)
                 self._producer.produce(self.checkpoints_topic, value, record_key, 0,
                                        on_delivery=self._checkpoint_delivered(group, tp.topic, tp.partition))
