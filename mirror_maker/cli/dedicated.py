@@ -14,6 +14,7 @@ import sys
 from typing import List, Optional
 
 from .. import __version__
+from ..errors import ConfigError
 from ..ops.log import configure_logging, resolve_level
 from . import exit_codes
 from .command import error_status
@@ -37,6 +38,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--clusters", nargs="+", metavar="CLUSTER", help="Target cluster to use for this node.")
     p.add_argument("--log.level", dest="log_level", metavar="LEVEL",
                    help="DEBUG, INFO, WARN or ERROR (or MIRROR_MAKER_LOG_LEVEL; default INFO). Ours, not Kafka's.")
+    p.add_argument("--spark", action="store_true",
+                   help="Not available in this mode yet: run a flow on Spark with kafka-mirror-maker --spark.")
     p.add_argument("--version", action="version", version=__version__)
     return p
 
@@ -55,6 +58,9 @@ def invoke(argv: List[str]) -> int:
         return int(done.code or 0)
     try:
         configure_logging(resolve_level(args.log_level))
+        if args.spark:
+            raise ConfigError("--spark is not available in the dedicated mode yet: run a flow on Spark with "
+                              "kafka-mirror-maker --spark and its MirrorMaker 2 options")
         return run(args.config, args.clusters)
     except (KeyboardInterrupt, Exception) as exc:
         return error_status(exc)

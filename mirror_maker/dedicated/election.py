@@ -7,7 +7,7 @@ empty, never written; ``.internal`` so no flow ever mirrors it). Kafka's group c
 that partition to exactly one member: that node runs the singletons. A node that stops leaves the
 group and the partition moves at once; one that dies is dropped after its session timeout
 (``<target>.consumer.session.timeout.ms``, Kafka's 45 s by default) and the partition moves then.
-The same coordinator and timeouts that move the flow's stream partitions move its singletons.
+The assignment is sticky: a node that joins leaves the singletons where they run.
 """
 
 from __future__ import annotations
@@ -48,8 +48,9 @@ class SingletonElection:
         self.topic = topic
         self.group = group
         self._conf = {k: v for k, v in consumer_conf.items() if k != "group.instance.id"}
+        # Sticky: a node that joins leaves the singletons where they run.
         self._conf.update({"group.id": group, "client.id": group, "enable.auto.commit": "false",
-                           "logger": librdkafka_logger(group)})
+                           "partition.assignment.strategy": "cooperative-sticky", "logger": librdkafka_logger(group)})
         self._replication_factor = replication_factor
         self._stop = threading.Event()
         self._leading = False

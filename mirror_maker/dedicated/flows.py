@@ -52,6 +52,8 @@ class Flow:
     config: MirrorMakerConfig
     #: librdkafka settings of a consumer of the target: the singleton election's.
     election_conf: Dict[str, str]
+    #: Where Kafka's MirrorMaker 2 kept this flow's progress, on the target (``takeover``).
+    connect_offsets_topic: str = ""
 
     @property
     def name(self) -> str:
@@ -166,7 +168,9 @@ class _Builder:
         election_props = self._client_props("consumer", target, (source, target))
         election_props["group.id"] = election_group(source, target)
         election_conf, _engine = build_consumer_conf(election_props, f"{file.path} ({target}.consumer)")
-        return Flow(source, target, enabled, config, election_conf)
+        # MirrorMakerConfig.workerConfig: the target's worker setting, else the top level's, else its default.
+        offsets_topic = file.value("offset.storage.topic", source, target) or f"mm2-offsets.{source}.internal"
+        return Flow(source, target, enabled, config, election_conf, offsets_topic)
 
     def _client_props(self, role: str, cluster: str, pair: Tuple[str, str]) -> Dict[str, str]:
         """The Java client settings of ``role`` on ``cluster`` for the flow ``pair``, with MirrorMaker

@@ -128,6 +128,9 @@ SETTINGS: Tuple[Setting, ...] = (
     Setting("exactly.once.source.support", "string", "disabled", WORKER,
             "enabled: the flows into this cluster are exactly-once (transactions on the target).",
             "flow.exactly_once", choices=("disabled", "preparing", "enabled")),
+    Setting("offset.storage.topic", "string", None, WORKER,
+            "Where Kafka's MirrorMaker 2 kept a flow's progress (mm2-offsets.<source>.internal by default): read "
+            "once, so that a flow taken over from it resumes where it stopped."),
     Setting("offset.flush.interval.ms", "int", 60000, WORKER,
             "Time between flush-then-commit cycles of the flows into this cluster.",
             "mirror.offset_commit_interval_ms"),

@@ -35,6 +35,7 @@ from ..replication.policies import topic_rules
 from ..replication.topic_sync import TopicSync
 from .election import SingletonElection, election_group, election_topic
 from .flows import Flow, RunSettings
+from .takeover import take_over
 
 log = logging.getLogger("mirror_maker.dedicated")
 
@@ -113,6 +114,7 @@ class FlowRunner:
 
     def _run(self) -> None:
         supervisor, flow, attempt = self._supervisor, self.flow, 0
+        take_over(flow)  # from Kafka's MirrorMaker 2, where it left the flow
         while True:
             handler, listener = load_plugins(flow.config)
             mirror = MirrorMaker(flow.config, handler, listener, singletons=lambda: self.election.leading)
@@ -140,8 +142,8 @@ class FlowRunner:
             delay = min(MAX_BACKOFF_S, BACKOFF_S * 2 ** attempt)
             attempt += 1
             self.restarts += 1
-            log.warning("Flow %s failed: %s; the other flows go on, and this one starts again in %.0f s "
-                        "(restart %d)", flow.name, failure, delay, self.restarts)
+            log.warning("This flow failed: %s; the other flows go on, and this one starts again in %.0f s "
+                        "(restart %d)", failure, delay, self.restarts)
             if supervisor.wait(delay):
                 return
 

@@ -178,6 +178,8 @@ def test_the_command_line(tmp_path, capsys):
     assert invoke(["x.properties", "--clusters"]) == 1
     assert "--clusters: expected at least one argument" in capsys.readouterr().err
     assert invoke(["--version"]) == 0
+    assert invoke(["x.properties", "--spark"]) == 1
+    assert "--spark is not available in the dedicated mode yet" in capsys.readouterr().err
     bad = tmp_path / "mm2.properties"
     bad.write_text("clusters = A\nA.bootstrap.servers = a:1\nA->Q.enabled = true\n")
     assert invoke([str(bad)]) == 1
@@ -245,3 +247,22 @@ def test_rates_over_the_last_window():
     assert rates.rate("k", 500) == 50.0
     now[0] = 120.0
     assert rates.rate("k", 0) == 0.0  # counters started again: no negative rate
+
+
+def test_where_kafka_s_mirror_maker_2_left_a_flow_is_read_from_connect_s_offsets():
+    from mirror_maker.dedicated.takeover import _read
+    from mirror_maker.records import TopicPartition
+
+    found = {}
+    for key, value in ((b'["MirrorSourceConnector",{"cluster":"A","partition":0,"topic":"orders"}]', b'{"offset":41}'),
+                       (b'["MirrorSourceConnector",{"cluster":"A","partition":0,"topic":"orders"}]', b'{"offset":99}'),
+                       (b'["MirrorSourceConnector",{"cluster":"A","partition":1,"topic":"orders"}]', b'{"offset":7}'),
+                       (b'["MirrorSourceConnector",{"cluster":"A","partition":1,"topic":"orders"}]', None),
+                       (b'["MirrorSourceConnector",{"cluster":"C","partition":2,"topic":"orders"}]', b'{"offset":5}'),
+                       (b'["MirrorHeartbeatConnector",{"sourceClusterAlias":"A","targetClusterAlias":"B"}]',
+                        b'{"offset":0}'), (b"not json", b"{}")):
+        _read(key, value, "A", found)
+    assert found == {TopicPartition("orders", 0): 100}  # one past the last mirrored; a tombstone forgets
+    planned = flows(**{"A->B.enabled": "true", "B.offset.storage.topic": "mm2-progress"})
+    assert planned["A->B"].connect_offsets_topic == "mm2-progress"
+    assert planned["C->A"].connect_offsets_topic == "mm2-offsets.C.internal"
