@@ -36,6 +36,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
+import logging
 import os
 import platform
 import random
@@ -528,8 +529,10 @@ class Bench:
             if ours:
                 command = [sys.executable, str(ROOT / "bin" / "connect-mirror-maker.py"),
                            str(self.work / tag / "mm2.properties"), "--log.level", "WARN"]
-            remote = [(AdminClient({"bootstrap.servers": brokers.target.bootstrap}), f"{a}.dedicated-s"),
-                      (AdminClient({"bootstrap.servers": brokers.source.bootstrap}), f"{b}.dedicated-t")]
+            quiet = logging.getLogger("bench.watcher")  # its clients outlive the brokers: no lines then
+            quiet.propagate = False
+            remote = [(AdminClient({"bootstrap.servers": brokers.target.bootstrap, "logger": quiet}), f"{a}.dedicated-s"),
+                      (AdminClient({"bootstrap.servers": brokers.source.bootstrap, "logger": quiet}), f"{b}.dedicated-t")]
 
             def on_targets() -> Optional[int]:
                 total = 0
