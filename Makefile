@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test test-fast bench venv clean
+.PHONY: demo test test-fast test-pythons bench venv clean
 
 $(STAMP): setup.cfg pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -21,10 +21,42 @@ demo: $(STAMP)
 ## Unit tests and the integration suite on Apache Kafka 4.x (jars via Maven, cached outside the
 ## repository), then the smoke tests on Kafka 3.9 and on Tansu. MIRROR_MAKER_TEST_BROKER or
 ## MIRROR_MAKER_TEST_*_BOOTSTRAP change the first leg's brokers.
-test: $(STAMP)
+test: $(STAMP) test-pythons
 	$(BIN)/python -m pytest -ra $(PYTEST_ARGS)
 	MIRROR_MAKER_TEST_BROKER=kafka-3.9 $(BIN)/python -m pytest -ra -m smoke $(PYTEST_ARGS) tests/integration
 	MIRROR_MAKER_TEST_BROKER=tansu $(BIN)/python -m pytest -ra -m smoke $(PYTEST_ARGS) tests/integration
+
+## The unit tests on every Python the package claims (setup.cfg's python_requires), each in its
+## own cached venv (.venv-py3.X, from pyenv's interpreters under PYENV_ROOT). The oldest runs them
+## with the lowest version of every dependency (tests/constraints-lowest.txt), the others with
+## the newest; the main venv's Python is the first leg of `make test`. The venvs are made and the
+## suites run side by side: both mostly wait (on the package index, on timers), not on a core.
+PYENV_ROOT ?= $(HOME)/.pyenv
+CLAIMED_PYTHONS := 3.9 3.10 3.11 3.12 3.13
+OLDEST_PYTHON := $(firstword $(CLAIMED_PYTHONS))
+MAIN_PYTHON := $(shell $(PYTHON) -c 'import sys; print("%d.%d" % sys.version_info[:2])')
+OTHER_PYTHONS := $(filter-out $(MAIN_PYTHON),$(CLAIMED_PYTHONS))
+
+.venv-py%/.installed: setup.cfg pyproject.toml tests/constraints-lowest.txt
+	@interpreter=$$(ls -d $(PYENV_ROOT)/versions/$*.* 2>/dev/null | sort -V | tail -1)/bin/python; \
+	[ -x "$$interpreter" ] || interpreter=$$(command -v python$*) || \
+	{ echo "Python $* (claimed by setup.cfg) not found under $(PYENV_ROOT)/versions nor on PATH" >&2; exit 1; }; \
+	rm -rf .venv-py$* && $$interpreter -m venv .venv-py$* && \
+	.venv-py$*/bin/pip install --quiet --disable-pip-version-check \
+	    $(if $(filter $*,$(OLDEST_PYTHON)),-c tests/constraints-lowest.txt) -e '.[raw,jks]' pytest pytest-timeout
+	touch $@
+
+test-pythons:
+	@$(MAKE) --no-print-directory -j4 $(foreach v,$(OTHER_PYTHONS),.venv-py$(v)/.installed)
+	@for v in $(OTHER_PYTHONS); do \
+	    (.venv-py$$v/bin/python -m pytest -q -p no:cacheprovider tests/unit > .venv-py$$v/unit.log 2>&1; \
+	     echo $$? > .venv-py$$v/unit.status) & \
+	done; wait; failed=0; \
+	for v in $(OTHER_PYTHONS); do \
+	    [ $$v = $(OLDEST_PYTHON) ] && deps=lowest || deps=newest; \
+	    echo "== unit tests on Python $$v, $$deps dependencies: $$(tail -n 1 .venv-py$$v/unit.log)"; \
+	    [ "$$(cat .venv-py$$v/unit.status)" = 0 ] || { cat .venv-py$$v/unit.log; failed=1; }; \
+	done; exit $$failed
 
 ## The same without the long reliability tests.
 test-fast: $(STAMP)
@@ -53,4 +85,4 @@ bench: $(BENCH_VENV)/.installed $(PEERS_VENV)/.installed
 	$(BENCH_VENV)/bin/python benchmarks/bench.py --peers-python $(PEERS_VENV)/bin/python --baseline $(BENCH_BASELINE) $(BENCH_ARGS)
 
 clean:
-	rm -rf $(VENV) $(BENCH_VENV) $(PEERS_VENV) demo-work .pytest_cache
+	rm -rf $(VENV) $(BENCH_VENV) $(PEERS_VENV) .venv-py3.* demo-work .pytest_cache

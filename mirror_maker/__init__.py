@@ -7,8 +7,8 @@ then commits its consumer's offsets, so no offset is committed before the target
 acknowledged every record below it (at-least-once delivery).
 
 No-data-loss defaults (each may be overridden, with a warning naming the risk):
-consumer ``enable.auto.commit=false``; producer ``acks=all``, idempotence on,
-``max.in.flight.requests.per.connection=1``, the maximum delivery timeout, and a produce that
+consumer ``enable.auto.commit=false``; producer ``acks=all``, idempotence on (which keeps order
+with ``max.in.flight.requests.per.connection=5``), the maximum delivery timeout, and a produce that
 waits when the local queue is full; ``--abort.on.send.failure true`` stops the whole mirror
 at the first record that cannot be delivered, without committing past it.
 
@@ -17,7 +17,8 @@ The public plugin API lives in this module: :class:`ConsumerRecord`, :class:`Pro
 mirroring (``--use.raw.bytes``), :class:`RawBatch` and :class:`RawBatchHandler`.
 
 Layout: the API-level modules a plugin or a user may import sit here (``records``, ``handlers``,
-``listeners``, ``plugins``, ``errors``), with ``demo`` and ``embedded``; the rest is grouped by
+``listeners``, ``plugins``, ``errors``), with ``demo``, ``embedded`` and ``redaction`` (the
+configuration's secrets, kept out of every line written); the rest is grouped by
 concern, each subpackage saying what it may import: ``cli`` (command line, exit codes),
 ``config`` (files and options to one configuration), ``clients`` (producer, admin, client errors,
 retries), ``engine`` (runner, mirror threads), ``offsets`` (flush-then-commit and where offsets

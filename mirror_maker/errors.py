@@ -7,6 +7,7 @@
         ├── SendFailed         a record the target did not take, with abort.on.send.failure=true
         ├── HandlerFailed      the message handler raised on a record
         ├── ListenerFailed     the user's rebalance listener raised
+        ├── NoOffsetForPartition  no valid offset to start from and auto.offset.reset=none
         └── ClientFailed       an unexpected consumer, producer or admin error
 
 ``cli.main`` is the one place that turns these into exit codes (see ``exit_codes``).
@@ -41,6 +42,11 @@ class HandlerFailed(MirrorFailure):
 
 class ListenerFailed(MirrorFailure):
     """The user's rebalance listener raised an exception."""
+
+
+class NoOffsetForPartition(MirrorFailure):
+    """A partition has no committed offset, or its offset is out of range, and
+    ``auto.offset.reset=none`` forbids guessing (Kafka's NoOffsetForPartitionException)."""
 
 
 class ClientFailed(MirrorFailure):

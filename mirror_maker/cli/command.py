@@ -19,6 +19,8 @@ from .. import __version__
 from . import exit_codes
 from . import options
 from ..errors import ConfigError, MirrorMakerError
+from ..extras import require
+from ..redaction import redact
 from ..ops.log import configure_logging, resolve_level
 
 log = logging.getLogger("mirror_maker.MirrorMaker")
@@ -121,6 +123,8 @@ def command(**params) -> int:
     }
     if extensions["exactly_once_group_option"] and not extensions["exactly_once"]:
         raise ConfigError("--exactly.once.group is only used with --exactly.once")
+    if extensions["use_raw_bytes"]:
+        require("raw", "google_crc32c", "--use.raw.bytes")
     if extensions["exactly_once"] and extensions["use_raw_bytes"]:
         raise ConfigError("--exactly.once with --use.raw.bytes is not supported: the raw path's producer "
                           "is not transactional")
@@ -271,4 +275,4 @@ def _error_line(message) -> None:
     if logging.getLogger().handlers:
         log.error("%s", message)
     else:
-        click.echo(f"ERROR {message}", err=True)
+        click.echo(redact(f"ERROR {message}"), err=True)

@@ -5,12 +5,14 @@ failure is fatal (exit 255, as the Java client's AuthenticationException is for 
 with one line naming the side and its address. So is a refused authorization, with one line
 naming the principal, the resource and the permission it lacks. An unreachable cluster is
 retried by librdkafka for ever; it is logged as an ERROR naming the side and address, at most
-every 10 s.
+every 10 s, and once it answers again (a client's statistics show a broker up) an INFO line says
+so; meanwhile ``unreachable_for()`` tells the status line how long it has been away.
 """
 
 from __future__ import annotations
 
 import logging
+import re
 import threading
 import time
 from typing import Dict, Optional
@@ -39,6 +41,8 @@ UNREACHABLE_CODES = frozenset({
     KafkaError._TRANSPORT,
     KafkaError._RESOLVE,
 })
+#: librdkafka's word that no broker of the cluster answers (a single broker's _TRANSPORT is not).
+ALL_DOWN_CODES = frozenset({KafkaError._ALL_BROKERS_DOWN, KafkaError._RESOLVE})
 REPEAT_EVERY_S = 10.0
 
 
@@ -46,6 +50,11 @@ def principal(conf: Dict[str, str]) -> str:
     """Who the cluster sees, as far as the client's settings tell (for error lines)."""
     if conf.get("sasl.username"):
         return f"User:{conf['sasl.username']}"
+    unsecured = re.search(r"(?:^|\s)principal=(\S+)", str(conf.get("sasl.oauthbearer.config", "")))
+    if unsecured and str(conf.get("enable.sasl.oauthbearer.unsecure.jwt", "")).lower() == "true":
+        return f"User:{unsecured.group(1)}"
+    if conf.get("sasl.oauthbearer.client.id"):
+        return f"the principal of client {conf['sasl.oauthbearer.client.id']}'s OAUTHBEARER token"
     if conf.get("sasl.kerberos.principal"):
         return f"the Kerberos principal {conf['sasl.kerberos.principal']}"
     if conf.get("ssl.certificate.location") or conf.get("ssl.keystore.location"):
@@ -63,6 +72,8 @@ class ClientErrors:
         self._state = state
         self._lock = threading.Lock()
         self._last_logged = {}
+        #: When every broker of this side was last found down (None: reachable, as far as known).
+        self._unreachable_since: Optional[float] = None
 
     def not_authorized(self, err: KafkaError, topic: Optional[str] = None,
                        group: Optional[str] = None) -> ClientFailed:
@@ -101,12 +112,32 @@ class ClientErrors:
         level = logging.ERROR if code in UNREACHABLE_CODES else logging.WARNING
         now = time.monotonic()
         with self._lock:
+            if code in ALL_DOWN_CODES and self._unreachable_since is None:
+                self._unreachable_since = now
             if now - self._last_logged.get(code, -REPEAT_EVERY_S) < REPEAT_EVERY_S:
                 return
             self._last_logged[code] = now
         prefix = "Cannot reach" if code in UNREACHABLE_CODES else "Client error from"
         log.log(level, "%s the %s cluster at %s: %s (retrying)", prefix, self.side, self.bootstrap,
                 err.str())
+
+
+    def unreachable_for(self) -> Optional[float]:
+        """Seconds since every broker of this side was found down, or None while reachable."""
+        since = self._unreachable_since
+        return None if since is None else time.monotonic() - since
+
+    def brokers_seen(self, stats: dict) -> None:
+        """A client's statistics (``stats_cb``): a broker up again ends an outage, with one line."""
+        if self._unreachable_since is None:
+            return
+        if not any(broker.get("state") == "UP" for broker in stats.get("brokers", {}).values()):
+            return
+        with self._lock:
+            since, self._unreachable_since = self._unreachable_since, None
+        if since is not None:
+            log.info("The %s cluster at %s is reachable again (after %.0f s)", self.side, self.bootstrap,
+                     time.monotonic() - since)
 
 
 def raised_fatal(exc: BaseException) -> Optional[KafkaException]:

@@ -20,6 +20,7 @@ import confluent_kafka
 from confluent_kafka import KafkaError, KafkaException
 
 from ..errors import SendFailed
+from . import waiting
 from .client_errors import AUTHORIZATION_CODES, ClientErrors, raised_fatal
 from ..ops.log import librdkafka_logger
 from ..ops.metrics import MirrorMetrics
@@ -97,9 +98,16 @@ class MirrorProducer:
         self._metrics = metrics or MirrorMetrics()
         self._topic_limits = {} if topic_limits is None else topic_limits
         self._warned_deadline: Optional[float] = None
+        self._metrics.cluster_errors["target"] = self._errors  # the status line's reachability
 
     def __len__(self) -> int:
-        return len(self._producer)
+        """Records waiting for the target. librdkafka's queue length also counts events waiting
+        for a poll (statistics, logs, connection errors), so with the target away and nothing
+        sent it read as a growing number of records; what was handed over and is neither
+        acknowledged nor failed bounds it too (both are exact right after ``serve``)."""
+        with self._count_lock:
+            handed_over = self._produced - self._failed
+        return max(0, min(len(self._producer), handed_over - self.acknowledged()))
 
     def unacknowledged(self) -> int:
         """Records still waiting for the target, once closed: none when a flush saw the queue
@@ -149,19 +157,28 @@ class MirrorProducer:
             self.flush()
 
     def refused(self, exc, topic, value, key, partition, timestamp, headers,
-                src_topic, src_partition, src_offset) -> None:
+                src_topic, src_partition, src_offset, on_delivery=None) -> None:
         """``produce`` raised: a full queue (wait for room, then produce: back-pressure, may raise
-        :class:`SendInterrupted`) or a local rejection (a send failure naming the source record)."""
+        :class:`SendInterrupted`) or a local rejection (a send failure naming the source record).
+        ``on_delivery``: the record's own delivery callback, if it has one."""
         if isinstance(exc, BufferError):
             self._wait_for_room(topic, value, key, partition, timestamp, headers,
-                                src_topic, src_partition, src_offset)
+                                src_topic, src_partition, src_offset, on_delivery)
         elif (exc.args[0].code() == KafkaError._UNKNOWN_PARTITION and partition >= 0
               and self._learn_partition(topic, partition)):
-            self.produce(topic, value, key, partition, None, None, timestamp, headers)
+            self.produce(topic, value, key, partition, on_delivery, None, timestamp, headers)
         else:
-            self._not_queued()
-            self._send_failed(_where(src_topic, src_partition, src_offset), topic, key, value,
-                              exc.args[0].str())
+            self._not_taken(_where(src_topic, src_partition, src_offset), topic, key, value, exc.args[0],
+                            on_delivery)
+
+    def _not_taken(self, where: str, topic, key, value, error: KafkaError, on_delivery=None) -> None:
+        """A record the producer would not queue: a send failure, or, for a record with its own
+        delivery callback, reported there as the target's refusal would be."""
+        self._not_queued()
+        if on_delivery is not None:
+            on_delivery(error, None)
+        else:
+            self._send_failed(where, topic, key, value, error.str())
 
     def _learn_partition(self, topic: str, partition: int) -> bool:
         """Whether ``topic`` has ``partition`` on the target after all: librdkafka refuses a
@@ -206,7 +223,7 @@ class MirrorProducer:
             return self._acknowledged
 
     def _wait_for_room(self, topic, value, key, partition, timestamp, headers,
-                       src_topic, src_partition, src_offset):
+                       src_topic, src_partition, src_offset, on_delivery=None):
         """A full queue is back-pressure: wait for deliveries to free room, then produce."""
         started = time.monotonic()
         where = _where(src_topic, src_partition, src_offset)
@@ -217,19 +234,20 @@ class MirrorProducer:
             if self._state.stopping:
                 raise SendInterrupted(where)
             if self._max_block_s is not None and time.monotonic() - started > self._max_block_s:
-                self._not_queued()
-                self._send_failed(where, topic, key, value, "the local queue stayed full for max.block.ms")
+                self._not_taken(where, topic, key, value,
+                                KafkaError(KafkaError._QUEUE_FULL, "the local queue stayed full for max.block.ms"),
+                                on_delivery)
                 return
             # Acknowledgements make room but send no event (failure-only reports): a short wait.
             self._serve(ROOM_WAIT_S)
+            waiting.serve()
             try:
-                self.produce(topic, value, key, partition, None, None, timestamp, headers)
+                self.produce(topic, value, key, partition, on_delivery, None, timestamp, headers)
                 return
             except BufferError:
                 continue
             except KafkaException as exc:
-                self._not_queued()
-                self._send_failed(where, topic, key, value, exc.args[0].str())
+                self._not_taken(where, topic, key, value, exc.args[0], on_delivery)
                 return
 
     def serve(self) -> None:
@@ -309,11 +327,14 @@ class MirrorProducer:
 
     def _on_stats(self, text: str) -> None:
         """librdkafka's statistics: how long a record takes from ``produce`` to the target's
-        acknowledgement (queue, request buffer and round trip), for the replication latency."""
+        acknowledgement (queue, request buffer and round trip), for the replication latency, and
+        whether a broker of the target is up (the end of an outage)."""
         try:
-            brokers = json.loads(text).get("brokers", {}).values()
+            stats = json.loads(text)
         except ValueError:
             return
+        self._errors.brokers_seen(stats)
+        brokers = stats.get("brokers", {}).values()
         windows = [[b.get(name, {}) for name in ("int_latency", "outbuf_latency", "rtt")]
                    for b in brokers if b.get("rtt", {}).get("cnt")]
         if not windows:
@@ -370,6 +391,7 @@ class MirrorProducer:
                 return False
             step = FLUSH_STEP_S if deadline is None else max(0.0, min(FLUSH_STEP_S, deadline - now))
             self._serve(step, flush=True)
+            waiting.serve()
             if time.monotonic() - last_log >= WAIT_LOG_EVERY_S and len(self._producer) > 0:
                 last_log = time.monotonic()
                 log.warning("waiting for the target to acknowledge %d records; "

@@ -3,5 +3,8 @@
 ``properties`` reads Java properties files, ``translate`` maps Java client settings to librdkafka's,
 ``stores`` turns JKS/PKCS12 stores into PEM files, ``client_conf`` applies MirrorMaker's defaults and
 lets librdkafka check every value, ``topics`` compiles the include string as Kafka does, and
-``mirror_config`` puts it all together. Imports only ``errors`` from the rest of the package.
+``mirror_config`` puts it all together; ``providers`` resolves Kafka's config providers,
+``java_options`` reads the JAAS file ``KAFKA_OPTS`` names, ``oauthbearer`` maps OAUTHBEARER logins.
+Imports only ``errors`` and ``redaction`` (where it registers every secret it reads) from the rest
+of the package.
 """

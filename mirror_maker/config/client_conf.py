@@ -13,8 +13,11 @@ from typing import Dict
 
 import confluent_kafka
 
+from .. import redaction
 from ..errors import ConfigError
-from .translate import Translation, shown, translate
+from .java_options import CLIENT_SECTION, LOGIN_CONFIG, client_login
+from .providers import resolve
+from .translate import Translation, is_secret, shown, translate
 
 log = logging.getLogger("mirror_maker.config")
 
@@ -182,9 +185,34 @@ def check_librdkafka(conf: Dict[str, str], source: str, role: str) -> Dict[str, 
     return checked
 
 
+def register_secrets(*settings: Dict[str, str]) -> None:
+    """Every secret value of these settings, registered to be hidden from every line written
+    (also in a Spark task's process, which gets the settings but never reads the files)."""
+    redaction.register(*(value for conf in settings for key, value in conf.items() if is_secret(key)))
+
+
+def _with_jaas_file(props: Dict[str, str], source: str) -> Dict[str, str]:
+    """A SASL client without ``sasl.jaas.config`` logs in with the ``KafkaClient`` section of the
+    JAAS file ``KAFKA_OPTS`` names, as the Java client does."""
+    protocol = props.get("security.protocol", "").strip().upper()
+    if props.get("sasl.jaas.config") or not protocol.startswith("SASL_"):
+        return props
+    login = client_login()
+    if login is None:
+        return props
+    entry, path = login
+    log.info("%s: no sasl.jaas.config: logging in with the %s section of %s (%s in KAFKA_OPTS)",
+             source, CLIENT_SECTION, path, LOGIN_CONFIG)
+    return {**props, "sasl.jaas.config": entry}
+
+
 def _build_client_conf(props: Dict[str, str], source: str, role: str):
-    """Translate, resolve stores, apply the defaults, check: the steps both files share."""
+    """Resolve config providers and the JAAS file, translate, resolve stores, apply the
+    defaults, check: the steps both files share. Every secret met is registered for redaction."""
+    props = _with_jaas_file(resolve(props, source), source)
+    register_secrets(props)
     translation = translate(props, role)
+    register_secrets(translation.conf, translation.engine)
     _log_notes(translation, source)
     _resolve_ssl(translation, source, role)
     conf = _apply_defaults(translation.conf, CONSUMER_DEFAULTS if role == "consumer" else PRODUCER_DEFAULTS)

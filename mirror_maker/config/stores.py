@@ -19,6 +19,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.serialization import pkcs12
 
 from ..errors import ConfigError
+from ..extras import require
 
 _private_dir: Optional[str] = None
 
@@ -53,8 +54,7 @@ def _pem_certs(ders: List[bytes]) -> bytes:
 
 
 def _load_jks(path: str, password: Optional[str], what: str):
-    import jks
-
+    jks = require("jks", "jks", f"{what}: a JKS store")
     data = _read(path, what)
     try:
         return jks.KeyStore.loads(data, password or "", try_decrypt_keys=False)

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Dict, List, Optional, Tuple
 
 from ..errors import ConfigError
+from . import oauthbearer
 
 log = logging.getLogger("mirror_maker.translate")
 
@@ -35,7 +36,9 @@ ASSIGNORS = {
 
 
 def is_secret(key: str) -> bool:
-    return any(marker in key.lower() for marker in SECRET_MARKERS)
+    """Whether a setting's value is a secret (an address such as a token endpoint's is not)."""
+    key = key.lower()
+    return any(marker in key for marker in SECRET_MARKERS) and not key.endswith(".url")
 
 
 def shown(key: str, value: str) -> str:
@@ -131,6 +134,7 @@ _JAAS_MODULES = {
     "plainloginmodule": "plain",
     "scramloginmodule": "scram",
     "krb5loginmodule": "kerberos",
+    "oauthbearerloginmodule": "oauthbearer",
 }
 
 
@@ -145,7 +149,7 @@ def parse_jaas(value: str) -> Tuple[str, Dict[str, str]]:
     module = tokens[0].rsplit(".", 1)[-1].lower()
     if module not in _JAAS_MODULES:
         raise ConfigError(f"sasl.jaas.config: login module {tokens[0]} is not supported "
-                          "(PlainLoginModule, ScramLoginModule and Krb5LoginModule are)")
+                          "(PlainLoginModule, ScramLoginModule, OAuthBearerLoginModule and Krb5LoginModule are)")
     options = {}
     for token in tokens[2:]:
         name, sep, val = token.partition("=")
@@ -157,6 +161,8 @@ def parse_jaas(value: str) -> Tuple[str, Dict[str, str]]:
 
 def _jaas(key: str, value: str, out: Translation) -> None:
     kind, options = parse_jaas(value)
+    if kind == "oauthbearer":
+        raise ConfigError("sasl.jaas.config: the OAuthBearerLoginModule needs sasl.mechanism=OAUTHBEARER")
     if kind in ("plain", "scram"):
         for option in ("username", "password"):
             if option not in options:
@@ -275,11 +281,27 @@ PRODUCER: Dict[str, Optional[Converter]] = {
 }
 
 
+def _oauthbearer(props: Dict[str, str], out: Translation) -> set:
+    """The OAUTHBEARER settings, which go together (``oauthbearer``); returns the keys used."""
+    options = {}
+    if props.get("sasl.jaas.config"):
+        kind, options = parse_jaas(props["sasl.jaas.config"])
+        if kind != "oauthbearer":
+            raise ConfigError("sasl.jaas.config: sasl.mechanism=OAUTHBEARER needs the "
+                              "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule")
+    conf, used = oauthbearer.translate(props, options, out.note)
+    out.conf.update(conf)
+    return used
+
+
 def translate(props: Dict[str, str], role: str) -> Translation:
     """Translate one properties file (``role`` is 'consumer' or 'producer')."""
     table = CONSUMER if role == "consumer" else PRODUCER
     out = Translation()
+    done = _oauthbearer(props, out) if oauthbearer.is_oauthbearer(props) else set()
     for key, value in props.items():
+        if key in done:
+            continue
         if key in table:
             converter = table[key]
             if converter is None:

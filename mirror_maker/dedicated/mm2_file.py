@@ -13,6 +13,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple
 
+from ..config import providers
 from ..config.properties import load_properties
 from ..errors import ConfigError
 from . import spec
@@ -24,16 +25,11 @@ log = logging.getLogger("mirror_maker.dedicated")
 ROLES = ("consumer", "producer", "admin")
 
 
-def resolve_config_providers(props: Dict[str, str]) -> Dict[str, str]:
-    """THE CALL SITE for Kafka's config providers (``config.providers``, ``${file:path:key}``).
-
-    Issue 37 writes the config-provider module for every properties file; it plugs in here and
-    returns the properties with every ``${provider:path:key}`` resolved. Until then a file that
-    names providers gets one WARN, and its values are used as they are written."""
-    if props.get("config.providers", "").strip():
-        log.warning("mm2.properties: config.providers is not supported yet: values such as ${file:...} "
-                    "are used as they are written")
-    return props
+def resolve_config_providers(props: Dict[str, str], path: str = "mm2.properties") -> Dict[str, str]:
+    """Kafka's config providers (``config.providers``, ``${file:path:key}``, ...), resolved in the
+    whole file before it is read, as ``MirrorMakerConfig.transform`` does (``config.providers``
+    itself goes with them)."""
+    return providers.resolve(props, f"mm2.properties {path}")
 
 
 @dataclass
@@ -95,7 +91,7 @@ class Mm2File:
 
 def read_mm2_file(path: str) -> Mm2File:
     """The file, read and sorted; see the module docstring for what is an error."""
-    props = resolve_config_providers(load_properties(path, "mm2.properties"))
+    props = resolve_config_providers(load_properties(path, "mm2.properties"), path)
     return parse(props, path)
 
 

@@ -51,7 +51,8 @@ SETTINGS: Tuple[Setting, ...] = (
     Setting("bootstrap.servers", "string", None, (CLUSTER,),
             "A cluster's brokers, as <alias>.bootstrap.servers (required for every alias)."),
     Setting("enabled", "boolean", False, (FLOW,), "<source>-><target>.enabled = true runs the flow."),
-    Setting("config.providers", "list", "", (TOP,), "Kafka's config providers (${provider:path:key} values)."),
+    Setting("config.providers", "list", "", (TOP,), "Kafka's config providers (${provider:path:key} values "
+            "anywhere in the file: file, env and dir)."),
     # What is mirrored and how it is named
     Setting("topics", "list", ".*", CONNECTOR, "Topics to mirror: comma-separated regexes, full match.",
             "flow.topics"),

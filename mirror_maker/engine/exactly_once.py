@@ -1,48 +1,58 @@
-"""One exactly-once stream (``--exactly.once``): a static shard of the source partitions, its own
+"""Exactly-once's parts (``--exactly.once``): a static shard of the source partitions, its own
 transactional producer, and its offsets committed on the target inside each transaction.
 
 Fencing across two clusters. The target's group coordinator cannot check the source group's
 generation, so partitions are not handed out by the source group: stream n of ``--num.streams``
-N owns the partitions whose stable hash is n mod N (``shard_of``), and its transactional.id is
-``<offsets group>.eos.<n>``. Whoever runs shard n (this stream after a restart, the same stream
-number in a second process, a Spark task that replaced a lost one) calls init_transactions with
-that id first, which aborts the predecessor's open transaction and fences it: a predecessor that
-wakes up (a GC pause, SIGSTOP, a network partition) cannot commit anything again, and stops with
-one line. So at any time one writer per shard can commit; partitions never move between shards
-unless ``--num.streams`` changes.
+N owns the partitions whose stable hash is n mod N (``ShardMembership``), and its
+transactional.id is ``<offsets group>.eos.<n>``. Whoever runs shard n (this stream after a
+restart, the same stream number in a second process, a Spark task that replaced a lost one)
+calls init_transactions with that id first, which aborts the predecessor's open transaction and
+fences it. A process also fences every shard of its group numbered N or more that the target
+knows (a process still running an older, larger ``--num.streams``), and the last writer of a
+partition it takes over when that writer is no shard of the current layout: at any time one
+writer per partition can commit.
 
 Every commit interval (or ``MAX_TRANSACTION_RECORDS``) one transaction commits the records
 mirrored since the last one together with the source offsets, into a memberless group on the
 target. A partition resumes at the offset committed on the target; when the target has none but
 the source group has one (a mirror that ran at-least-once before), that one is used once, with a
-line saying so; otherwise ``auto.offset.reset``. A failed transaction is aborted and the shard goes
-back to the target's offsets: with ``--abort.on.send.failure true`` the mirror then stops (255);
-with ``false`` the range is mirrored again record by record, the refused records are counted and
-skipped, and the rest is committed exactly once.
+line saying so; otherwise ``auto.offset.reset`` (the stream's ``StartPositions``). A failed
+transaction is aborted and the stream goes back to its last commit (``Stream.rewind``): with
+``--abort.on.send.failure true`` a refused record then stops the mirror (255); with ``false``
+the range is mirrored again one record at a time (``copier.Tracker``), the refused records are
+counted and skipped, and the rest is committed exactly once.
 """
 
 from __future__ import annotations
 
-import functools
+import logging
 import threading
 import time
-from typing import Dict, List, Optional, Set, Tuple
+from typing import Dict, List, Optional, Set
 
-from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka import KafkaException
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
-from ..clients.polling import poll
 from ..clients.producer import _PURGED, MirrorProducer
 from ..clients.retry import commit_retrying
-from ..errors import SendFailed
-from ..offsets.transactional import (TargetOffsets, TransactionAborted, TransactionalCommitter, fence,
-                                     fenced_or_fatal, shard_number, shard_partitions, transactional_id)
+from ..errors import ClientFailed, SendFailed
+from ..offsets.transactional import (CALL_GRACE_S, ProducerUnusable, TargetOffsets, TransactionStuck, bounded, fence,
+                                     shard_number, transactional_id)
 from ..records import TopicPartition
-from .worker import (COMMITTED_TIMEOUT_S, LAG_UPDATE_S, POLL_TIMEOUT_S, MirrorThread, _NO_TIMESTAMP, _UNASSIGNED,
-                     _describe)
+from .copier import Tracker
+from .positions import COMMITTED_TIMEOUT_S
+
+log = logging.getLogger("mirror_maker.worker")
 
 #: A transaction also commits once it holds this many records (besides the commit interval).
 MAX_TRANSACTION_RECORDS = 500_000
+INIT_TRANSACTIONS_TIMEOUT_S = 60.0
+#: A new producer's start after one became unusable is tried again after this, doubling up to
+#: the most, and a failure logged at most this often.
+RENEW_RETRY_S = 0.5
+RENEW_RETRY_MAX_S = 5.0
+RENEW_LOG_EVERY_S = 30.0
+LIST_TIMEOUT_MS = 10000
 
 
 class TransactionalProducer(MirrorProducer):
@@ -52,12 +62,18 @@ class TransactionalProducer(MirrorProducer):
     def __init__(self, conf, *args, **kwargs) -> None:
         self._transactional_id = conf["transactional.id"]
         self.failures: List[str] = []
+        #: A fatal error librdkafka raised (a fence, or the coordinator's epoch bump): the
+        #: committer decides what it means, at the next commit.
+        self.fatal = None
         self._committed = 0  # records of committed transactions: what "mirrored" counts
         self._transaction_start = 0
         super().__init__(conf, *args, **kwargs)
 
     def acknowledged(self) -> int:
         return self._committed
+
+    def in_transaction(self) -> int:
+        return self._produced - self._transaction_start
 
     def transaction_ended(self, committed: bool) -> None:
         with self._count_lock:
@@ -68,227 +84,160 @@ class TransactionalProducer(MirrorProducer):
     def _on_delivery(self, err, msg) -> None:
         if err is not None and err.code() in _PURGED:
             # An aborted transaction's records: the transaction, not the flush, decides what
-            # becomes visible, and they are mirrored again from the target's offsets.
+            # becomes visible, and they are mirrored again from the last commit.
             with self._count_lock:
                 self._failed += 1
             return
         super()._on_delivery(err, msg)
 
     def _fatal(self, exc: KafkaException) -> None:
-        self._state.fail(fenced_or_fatal(exc.args[0], self._transactional_id))
+        self.fatal = exc.args[0]
 
     def _send_failed(self, where: str, topic, key, value, reason: str) -> None:
         self.failures.append(f"Error when sending message from {where} to topic {topic}: {reason}")
 
     def _stop_waiting(self) -> bool:
         # librdkafka holds a failed transaction's queued records back until it is aborted.
-        return bool(self.failures)
+        return bool(self.failures) or self.fatal is not None
 
+    def carry_over(self, old: "TransactionalProducer") -> None:
+        """Count what the producer this one replaces had committed (a counter never goes down)."""
+        with self._count_lock:
+            self._committed += old.acknowledged()
 
-class ExactlyOnceThread(MirrorThread):
-    def __init__(self, index, config, producer, *args, **kwargs) -> None:
-        super().__init__(index, config, producer, *args, **kwargs)
-        self._transactional_id = transactional_id(config.exactly_once_group, index)
-        self._fenced: Set[str] = set()
-        #: Set by the runner: every stream of this process has fenced its predecessor.
-        self.streams_ready: Optional[StreamsReady] = None
-        self._txp: TransactionalProducer = None
-        self._target_offsets: TargetOffsets = None
-        self._owned_version = -1
-        #: After a refusal (abort false): records tracked one by one until a transaction commits.
-        self._tracking = False
-        self._refused: Set[Tuple[TopicPartition, int]] = set()
-        self._in_transaction = 0
-        #: --exit.when.caught.up: every partition was read to its end; commit without waiting.
-        self._commit_now = False
-        self._incremental = True  # partitions are added and removed one by one
-
-    # -- set-up --------------------------------------------------------------------------
-
-    def run(self) -> None:
-        from ..errors import ClientFailed, MirrorFailure
-
-        config = self._config
+    def abandon(self) -> None:
+        """Drop what is queued: this producer is not used again (a new one took its place)."""
+        self.purge()
         try:
-            self._target_offsets = TargetOffsets(config.producer, config.exactly_once_group,
-                                                 f"{config.exactly_once_group}-offsets-{self.index}")
-            producer_conf = {**config.producer, "transactional.id": self._transactional_id,
-                             "client.id": f"producer-eos-{self.index}"}
-            producer_conf.setdefault("transaction.timeout.ms", str(config.transaction_timeout_ms))
-            # librdkafka re-bootstraps once every target broker is unreachable, which replaces its
-            # broker handles; send_offsets_to_transaction then waits on the group coordinator's
-            # old handle forever, past its timeout (librdkafka #5456, #5511; measured with a 30 s
-            # target outage). Without re-bootstrap the handle reconnects and the call completes.
-            producer_conf.setdefault("metadata.recovery.strategy", "none")
-            # (Every producer connects to all brokers from the start, EAGER_CONNECTIONS: with sparse
-            # connections init_transactions also waited for librdkafka's 500 ms coordinator timer
-            # in half of the starts, 0.51 s against 0.007 s on Kafka 4.4.)
-            # librdkafka: a record's delivery timeout must fit in its transaction's.
-            producer_conf["message.timeout.ms"] = str(min(int(producer_conf["message.timeout.ms"]),
-                                                          int(producer_conf["transaction.timeout.ms"])))
-            self._txp_conf = producer_conf
-            self._txp = TransactionalProducer(producer_conf, self._state, False, False, config.max_block_ms,
-                                              self._metrics, errors=self._producer.errors)
-            self._producer = self._txp
-            # Aborts the predecessor's open transaction and fences it (see the module docstring).
-            self._txp._producer.init_transactions(60)
-            self._log.info("Exactly-once shard %d of %d: transactional.id %s", self.index, config.num_streams,
-                           self._transactional_id)
-        except MirrorFailure as exc:
-            self._state.fail(exc)
-            return
-        except KafkaException as exc:
-            self._state.fail(ClientFailed(f"{self.name}: cannot start its transactional producer "
-                                          f"{self._transactional_id}: {exc.args[0].str()}"))
-            return
-        finally:
-            if self.streams_ready is not None:
-                self.streams_ready.arrive()
-        # A partition's last writer may be a sibling stream's id: it is fenced once all are up.
-        if self.streams_ready is not None and not self.streams_ready.wait(self._state):
-            return
-        super().run()
+            self._producer.flush(0)
+        except Exception as exc:  # a producer whose call hung may answer nothing any more
+            log.debug("abandoning a transactional producer: %s", exc)
 
-    def _committer(self):
-        committer = TransactionalCommitter(self._txp._producer, self._target_offsets, self._consumer,
-                                           self._transactional_id)
-        committer.begin()
-        self._transactions = committer
-        return _FailureAware(committer, self._txp)
+
+class TransactionalSink:
+    """The sink of an exactly-once stream: its transactional producer, what the target refused
+    in the open transaction, (after a refusal, with abort false) the one-by-one tracking, and a
+    new producer in place of one that became unusable (``renew``: a new one's start is retried
+    until the target answers)."""
+
+    def __init__(self, producer: TransactionalProducer, metrics, stream_log, state, start_new, on_new,
+                 abort_on_send_failure: bool = True) -> None:
+        self.producer = producer
+        self._abort = abort_on_send_failure
+        self._metrics = metrics
+        self._log = stream_log
+        self._state = state
+        self._start_new = start_new
+        self._on_new = on_new
+        #: Records sent one by one until a transaction commits (after a refusal, abort false).
+        self.tracker: Optional[Tracker] = None
+
+    @property
+    def refusals(self) -> List[str]:
+        return self.producer.failures
+
+    @property
+    def fatal(self):
+        return self.producer.fatal
+
+    @property
+    def tracking(self) -> bool:
+        return self.tracker is not None
+
+    def flush(self, deadline=None) -> bool:
+        return self.producer.flush(deadline)
+
+    def serve(self) -> None:
+        self.producer.serve()
 
     def acknowledged(self) -> int:
-        return self._txp.acknowledged() if self._txp is not None else 0
+        return self.producer.acknowledged()
 
     def waiting(self) -> int:
-        return len(self._txp) if self._txp is not None else 0
+        return len(self.producer)
 
-    # -- the loop ----------------------------------------------------------------------
+    def needs_commit(self) -> bool:
+        """A refused record or a fatal error dooms the open transaction: end it now rather than at
+        the interval."""
+        producer = self.producer
+        return bool(producer.failures) or producer.fatal is not None or producer.in_transaction() >= MAX_TRANSACTION_RECORDS
 
-    def _loop(self) -> None:
-        consumer, checkpoint = self._consumer, self._checkpoint
-        batch_size = self._config.batch_size
-        bounded = self._config.exit_when_caught_up
-        while not self._state.stopping:
-            self.last_progress = time.monotonic()
-            self._follow_shard()
-            if not self.assigned:
-                self._state.wait(0.2)
-                continue
-            messages = poll(consumer, batch_size, POLL_TIMEOUT_S)
-            if messages:
-                self._in_transaction += len(messages)
-                if self._tracking:
-                    self._copy_tracked(messages)
-                else:
-                    self._mirror(messages)
-            self._txp.serve()
-            # A bounded run's records become visible only when their transaction commits: a
-            # batch short of batch.size may be the last one, so look at the lag now, before the
-            # commit check (waiting for the timer and the next consume took 0.4 s per run).
-            if self.last_progress >= self._next_lag_update or (bounded and len(messages) < batch_size):
-                self._next_lag_update = self.last_progress + LAG_UPDATE_S
-                self.update_lag()
-            # A refused record dooms the open transaction: abort it now rather than at the interval.
-            if (checkpoint.due() or self._commit_now or self._txp.failures
-                    or self._in_transaction >= MAX_TRANSACTION_RECORDS) and not self._state.stopping:
-                self._commit_now = False
-                self._commit()
-
-    def update_lag(self) -> None:
-        """A partition is "at its end" only once its records are committed on the target too:
-        a bounded run (``--exit.when.caught.up``) must not stop on records still in an open
-        transaction, which may yet abort and be mirrored again. When every partition was read to
-        its end, the transaction commits now rather than at the interval."""
-        super().update_lag()
-        pending = self._checkpoint.pending if self._checkpoint is not None else {}
-        if not pending and not self._tracking:
-            return
-        if self._config.exit_when_caught_up and self.assigned and self.at_end >= self.assigned:
-            self._commit_now = True
-        for tp in list(self.at_end):
-            if tp in pending or self._tracking:
-                self.at_end.discard(tp)
-
-    def _commit(self, deadline=None) -> bool:
-        try:
-            committed = self._checkpoint.commit(deadline=deadline)
-        except TransactionAborted as aborted:
-            self._aborted(str(aborted))
-            return False
+    def transaction_ended(self, committed: bool) -> None:
+        self.producer.transaction_ended(committed)
         if committed:
-            self._txp.transaction_ended(committed=True)
-            self._in_transaction = 0
-            self._tracking = False
-            self._refused.clear()
-        return committed
+            self.tracker = None
 
-    def _aborted(self, reason: str) -> None:
-        """Back to the offsets committed on the target; stop, or track records one by one."""
-        failures = list(self._txp.failures)
-        self._txp.failures.clear()
-        self._txp.transaction_ended(committed=False)
-        self._log.warning("Transaction aborted (%s); back to the offsets committed on the target", reason)
-        self._rewind()
-        if failures and self._config.abort_on_send_failure:
-            self._metrics.dropped_many(1)
-            self._state.fail(SendFailed(failures[0]))
-        elif failures:
-            self._tracking = True
-        self._transactions.begin()
+    def rolled_back(self, aborted) -> List[str]:
+        """The refusals that aborted the transaction; a producer that cannot go on is replaced
+        first (its refusals, if any, are met again when its records are mirrored again)."""
+        refused = list(self.producer.failures)
+        self.producer.failures.clear()
+        if isinstance(aborted, ProducerUnusable):
+            self.renew(str(aborted))
+            return []
+        return refused
 
-    def _rewind(self) -> None:
-        self._checkpoint.pending.clear()
-        self._in_transaction = 0
-        positions = self._start_positions(sorted(self.assigned), quiet=True)
-        for tp, offset in positions.items():
-            self._consumer.seek(KafkaTopicPartition(tp.topic, tp.partition, offset))
+    def renew(self, reason: str) -> None:
+        """A new producer under the same transactional.id (its start fences the old one and aborts
+        what it left open), tried again until the target answers or a stop."""
+        self._log.warning("%s: going on from the last commit with a new producer under the same transactional.id",
+                          reason)
+        old = self.producer
+        old.abandon()
+        delay, last_log = RENEW_RETRY_S, 0.0
+        while not self._state.stopping:
+            try:
+                self.producer = self._start_new()
+                self.producer.carry_over(old)
+                self._on_new(self.producer)
+                self._log.info("New transactional producer started")
+                return
+            except ClientFailed as exc:
+                if time.monotonic() - last_log >= RENEW_LOG_EVERY_S:
+                    last_log = time.monotonic()
+                    self._log.warning("%s; trying again", exc)
+            self._state.wait(delay)
+            delay = min(delay * 2, RENEW_RETRY_MAX_S)
 
-    def _finish(self) -> None:
-        try:
-            if not self._state.failed and self._checkpoint is not None and self._txp is not None:
-                self._log.info("Committing the last transaction.")
-                self._commit(self._state.deadline)
-        finally:
-            self._checkpoint = None  # committed above; the base class must not commit again
-            super()._finish()
-            if self._target_offsets is not None:
-                self._target_offsets.close()
-            if self._txp is not None:
-                self._txp.close(self._state.deadline)
+    def track(self) -> None:
+        if self.tracker is None:
+            self.tracker = Tracker(self._refused)
 
-    # -- the shard's partitions ----------------------------------------------------------
+    def _refused(self, tp: TopicPartition, offset: int, topic: str, reason: str) -> None:
+        """A tracked record the target refused, known by its source offset: the mirror stops
+        (abort on send failure, nothing committed past it), or it is counted and skipped."""
+        # The transaction holds its queued records back until it is aborted: no flush waits.
+        self.producer.failures.append(reason)
+        self._metrics.dropped_many(1)
+        text = f"Error when sending message from {tp.topic}-{tp.partition} offset {offset} to topic {topic}: {reason}"
+        if self._abort:
+            self._state.fail(SendFailed(text))
+        else:
+            self._log.error("%s (dropped; --abort.on.send.failure is false)", text)
 
-    def _follow_shard(self) -> None:
-        """Assign this shard's partitions of the matching topics, as topics come and go."""
-        version, partitions = self._subscription.partitions()
-        if version == self._owned_version:
-            return
-        self._owned_version = version
-        wanted = set(shard_partitions(partitions, self.index, self._config.num_streams))
-        gone, new = sorted(self.assigned - wanted), sorted(wanted - self.assigned)
-        if gone:
-            self._commit(self._state.deadline)  # a transaction holds every partition's offsets
-            self._consumer.incremental_unassign([KafkaTopicPartition(tp.topic, tp.partition) for tp in gone])
-            self._log.info("Revoked %s", _describe(gone))
-            self._forget(gone)
-            self._call_listener("on_partitions_revoked", gone)
-        if new:
-            self._ensure_target_topics(new)
-            positions = self._start_positions(new)
-            self._consumer.incremental_assign([KafkaTopicPartition(tp.topic, tp.partition, positions[tp])
-                                               for tp in new])
-            self.assigned.update(new)
-            self._start_offsets.update(positions)
-            self._log.info("Assigned %s", _describe(new))
-            self._metrics.rebalanced("assigned")
-            self._call_listener("on_partitions_assigned", new)
-        self.rebalanced = True
+    def close(self, deadline) -> None:
+        self.producer.close(deadline)
 
-    def _start_positions(self, tps: List[TopicPartition], quiet: bool = False) -> Dict[TopicPartition, int]:
-        """Where each partition resumes: the target's committed offset; else, once, the source
-        group's (a mirror that ran at-least-once before); else auto.offset.reset."""
-        self._fence_last_writers(self._target_offsets.committed(tps, stable=False))
-        committed = self._target_offsets.committed(tps)  # nothing pending from a writer fenced above
+
+class TargetStarts:
+    """Where an exactly-once stream's partitions resume: the offsets committed on the target
+    (after fencing a last writer outside the current layout); else, once, the source group's
+    (a mirror that ran at-least-once before)."""
+
+    def __init__(self, stream, target: TargetOffsets, producer_conf: Dict[str, str], consumer, group: str,
+                 shards: int, own_id: str) -> None:
+        self._stream = stream
+        self._target = target
+        self._producer_conf = producer_conf
+        self._consumer = consumer
+        self._group = group
+        self._shards = shards
+        self._own_id = own_id
+        self._fenced: Set[str] = set()
+
+    def __call__(self, tps: List[TopicPartition]) -> Dict[TopicPartition, int]:
+        self._fence_last_writers(self._target.committed(tps, stable=False))
+        committed = self._target.committed(tps)  # nothing pending from a writer fenced above
         positions = {tp: c.offset for tp, c in committed.items()}
         missing = [tp for tp in tps if tp not in positions]
         if missing:
@@ -297,102 +246,26 @@ class ExactlyOnceThread(MirrorThread):
                                        timeout=COMMITTED_TIMEOUT_S)
             for tp in source:
                 if tp.offset >= 0:
-                    key = TopicPartition(tp.topic, tp.partition)
-                    positions[key] = tp.offset
-                    self._log.info("Starting %s-%d at the source group's committed offset %d (the target has "
-                                   "none yet: migrating from at-least-once)", tp.topic, tp.partition, tp.offset)
-        reset = self._config.consumer.get("auto.offset.reset", "latest")
-        grown = self._grown_partitions([tp for tp in tps if tp not in positions],
-                                       lambda earlier: list(self._target_offsets.committed(earlier)))
-        for tp in tps:
-            if tp in positions:
-                if not quiet:
-                    self._log.info("Setting offset for partition %s-%d to the offset committed on the target %d",
-                                   tp.topic, tp.partition, positions[tp])
-                continue
-            low, high = self._consumer.get_watermark_offsets(KafkaTopicPartition(tp.topic, tp.partition),
-                                                             timeout=COMMITTED_TIMEOUT_S)
-            added = tp in grown
-            positions[tp] = low if added or reset in ("earliest", "smallest", "beginning") else high
-            self._log.info("Resetting offset for partition %s-%d to position %d (%s)", tp.topic, tp.partition,
-                           positions[tp], "a partition added while mirroring: from its start" if added
-                           else f"no committed offset; auto.offset.reset={reset}")
+                    positions[TopicPartition(tp.topic, tp.partition)] = tp.offset
+                    self._stream.log.info("Starting %s-%d at the source group's committed offset %d (the target has "
+                                          "none yet: migrating from at-least-once)", tp.topic, tp.partition, tp.offset)
         return positions
 
     def _fence_last_writers(self, committed) -> None:
         """A partition whose last writer is no shard of the current layout (``--num.streams``
-        changed) moved to this shard: fence that writer before reading the partition, so that a
-        process still running the old layout cannot commit it too. A writer that is a shard of
-        the current layout is fenced by that shard's own start."""
-        group, shards = self._config.exactly_once_group, self._config.num_streams
+        changed) moved to this shard: fence that writer before reading the partition. A writer
+        that is a shard of the current layout is fenced by that shard's own start."""
         for tp, entry in sorted(committed.items()):
             writer = entry.writer
-            if not writer or writer == self._transactional_id or writer in self._fenced:
+            if not writer or writer == self._own_id or writer in self._fenced:
                 continue
-            number = shard_number(group, writer)
-            if number is not None and number < shards:
+            number = shard_number(self._group, writer)
+            if number is not None and number < self._shards:
                 continue
-            fence(self._txp_conf, writer)
+            fence(self._producer_conf, writer)
             self._fenced.add(writer)
-            self._log.info("Fenced %s, the last writer of %s-%d (the shards changed: --num.streams is now %d)",
-                           writer, tp.topic, tp.partition, shards)
-
-    def _maybe_subscribe(self) -> bool:
-        return True  # no group subscription: the shard's partitions are assigned directly
-
-    # -- after a refusal: one record at a time ---------------------------------------------
-
-    def _copy_tracked(self, messages: List) -> None:
-        """Produce each record with its own delivery callback, so that a refused record is known
-        by its source offset: it is counted, skipped from then on, and the transaction aborted
-        and mirrored again without it."""
-        runs = []
-        run = None
-        sent = 0
-        for msg in messages:
-            if msg.error() is not None:
-                if msg.error().code() != KafkaError._PARTITION_EOF:
-                    self._consume_error(msg)
-                continue
-            tp = TopicPartition(msg.topic(), msg.partition())
-            if (tp, msg.offset()) not in self._refused:
-                outputs = self._outputs(msg, tp)
-                for topic, value, key, partition, timestamp, headers in outputs:
-                    sent += 1
-                    self._txp._producer.produce(topic, value, key, partition, timestamp=timestamp,
-                                                headers=headers, on_delivery=functools.partial(
-                                                    self._tracked_delivery, tp, msg.offset()))
-            if run is None or run[0] != tp:
-                run = [tp, msg, msg, 0, 0]
-                runs.append(run)
-            run[2] = msg
-            run[3] += 1
-        if self._fast_keep_partition is None:
-            self._txp.count_produced(sent)  # else _record counts the records of each run
-        self._record([(tp.topic, tp.partition, first, last, count, nbytes) for tp, first, last, count, nbytes in runs])
-
-    def _outputs(self, msg, tp: TopicPartition):
-        ts_type, timestamp = msg.timestamp()
-        timestamp = 0 if ts_type == _NO_TIMESTAMP or timestamp < 0 else timestamp
-        if self._fast_keep_partition is not None:
-            return [(tp.topic, msg.value(), msg.key(), tp.partition if self._fast_keep_partition else _UNASSIGNED,
-                     timestamp, msg.headers())]
-        from ..records import ConsumerRecord
-
-        record = ConsumerRecord(tp.topic, tp.partition, msg.offset(), timestamp or None, msg.key(), msg.value(),
-                                msg.headers() or [])
-        return [(out.topic, out.value, out.key, _UNASSIGNED if out.partition is None else out.partition,
-                 out.timestamp or 0, out.headers) for out in (self._handler.handle(record) or ())]
-
-    def _tracked_delivery(self, tp: TopicPartition, offset: int, err, msg) -> None:
-        if err is not None and err.code() not in _PURGED and (tp, offset) not in self._refused:
-            self._refused.add((tp, offset))
-            # The transaction holds its queued records back until it is aborted: no flush waits.
-            self._txp.failures.append(err.str())
-            self._metrics.dropped_many(1)
-            self._log.error("Error when sending message from %s-%d offset %d to topic %s: %s (dropped; "
-                            "--abort.on.send.failure is false)", tp.topic, tp.partition, offset, msg.topic(),
-                            err.str())
+            self._stream.log.info("Fenced %s, the last writer of %s-%d (the shards changed: --num.streams is now %d)",
+                                  writer, tp.topic, tp.partition, self._shards)
 
 
 class StreamsReady:
@@ -417,15 +290,89 @@ class StreamsReady:
         return True
 
 
-class _FailureAware:
-    """The committer, after a look at the records the target refused in this transaction: any
-    refusal aborts the transaction instead of committing it."""
+def fence_larger_layouts(producer_conf: Dict[str, str], group: str, shards: int) -> None:
+    """Fence every shard of ``group`` numbered ``shards`` or more that the target's transaction
+    coordinators know: a process still running with a larger ``--num.streams`` would otherwise
+    go on writing partitions (an idle or a new one) that now belong to a shard of this layout.
+    Needs ListTransactions (Kafka 3.0+, KIP-664); without it only last writers are fenced."""
+    try:
+        admin = _target_admin(producer_conf, f"{group}-eos-fencing")
+    except Exception as exc:  # kafka-python missing, or the target away: the shards' own starts still fence
+        log.warning("Cannot list the target's transactional ids (%s: %s); shards of an earlier, larger "
+                    "--num.streams are fenced only where they were a partition's last writer", type(exc).__name__, exc)
+        return
+    try:
+        listings = [txn for per_broker in admin.list_transactions().values() for txn in per_broker]
+    except Exception as exc:
+        log.warning("Cannot list the target's transactional ids (%s: %s); shards of an earlier, larger "
+                    "--num.streams are fenced only where they were a partition's last writer", type(exc).__name__, exc)
+        return
+    finally:
+        admin.close()
+    larger = sorted({txn.transactional_id for txn in listings
+                     if (shard_number(group, txn.transactional_id) or 0) >= shards})
+    for writer in larger:
+        fence(producer_conf, writer)
+        log.info("Fenced %s, a shard of an earlier layout (--num.streams is now %d)", writer, shards)
 
-    def __init__(self, committer: TransactionalCommitter, producer: TransactionalProducer) -> None:
-        self._committer, self._producer = committer, producer
 
-    def commit(self, offsets, deadline=None):
-        if self._producer.failures:
-            self._committer.abort()
-            raise TransactionAborted(self._producer.failures[0])
-        return self._committer.commit(offsets, deadline)
+def transactional_conf(config, index: int) -> Dict[str, str]:
+    """The stream's transactional producer settings."""
+    conf = {**config.producer, "transactional.id": transactional_id(config.exactly_once_group, index),
+            "client.id": f"producer-eos-{index}"}
+    conf.setdefault("transaction.timeout.ms", str(config.transaction_timeout_ms))
+    # librdkafka re-bootstraps once every target broker is unreachable, which replaces its broker
+    # handles; send_offsets_to_transaction then waited on the group coordinator's old handle for
+    # ever, past its timeout (https://github.com/confluentinc/librdkafka/issues/5456, /5511).
+    conf.setdefault("metadata.recovery.strategy", "none")
+    # librdkafka: a record's delivery timeout must fit in its transaction's.
+    conf["message.timeout.ms"] = str(min(int(conf["message.timeout.ms"]), int(conf["transaction.timeout.ms"])))
+    return conf
+
+
+def start_producer(config, index: int, state, metrics, errors) -> TransactionalProducer:
+    """The stream's transactional producer, with its predecessor fenced (init_transactions)."""
+    conf = transactional_conf(config, index)
+    producer = TransactionalProducer(conf, state, False, False, config.max_block_ms, metrics, errors=errors)
+    try:
+        bounded(producer._producer.init_transactions, (INIT_TRANSACTIONS_TIMEOUT_S,),
+                INIT_TRANSACTIONS_TIMEOUT_S + CALL_GRACE_S, "init_transactions")
+    except (KafkaException, TransactionStuck) as exc:
+        producer.abandon()
+        reason = exc.args[0].str() if isinstance(exc, KafkaException) else str(exc)
+        raise ClientFailed(f"mirrormaker-thread-{index}: cannot start its transactional producer "
+                           f"{conf['transactional.id']}: {reason}") from None
+    return producer
+
+
+def transaction_states(producer_conf: Dict[str, str]):
+    """What the target's transaction coordinators say of a transactional.id: its state
+    ("CompleteAbort", "Empty", ...), or None when it cannot be asked (DescribeTransactions: Kafka
+    3.0+, kafka-python)."""
+    def state_of(transactional_id: str) -> Optional[str]:
+        try:
+            admin = _target_admin(producer_conf, f"{transactional_id}-describe")
+        except Exception as exc:
+            log.warning("Cannot ask the target about %s (%s: %s)", transactional_id, type(exc).__name__, exc)
+            return None
+        try:
+            described = admin.describe_transactions([transactional_id]).get(transactional_id)
+            return None if described is None else str(described.state.value)
+        except Exception as exc:
+            log.warning("Cannot ask the target about %s (%s: %s)", transactional_id, type(exc).__name__, exc)
+            return None
+        finally:
+            admin.close()
+    return state_of
+
+
+def _target_admin(producer_conf: Dict[str, str], client_id: str):
+    """kafka-python's admin client on the target (for the transaction APIs confluent-kafka lacks)."""
+    from kafka.admin import KafkaAdminClient
+
+    from ..shallow.connections import net_configs
+
+    configs = {key: value for key, value in net_configs(producer_conf, client_id).items()
+               if key in KafkaAdminClient.DEFAULT_CONFIG}
+    configs.update(bootstrap_timeout_ms=LIST_TIMEOUT_MS, request_timeout_ms=LIST_TIMEOUT_MS)
+    return KafkaAdminClient(**configs)

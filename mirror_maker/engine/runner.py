@@ -31,7 +31,9 @@ from ..clients.producer import MirrorProducer
 from .state import RunState
 from ..ops.status import StatusReporter, snapshot
 from .subscription import TopicSubscription
-from .worker import MirrorThread
+from .modes import mode_for
+from .parts import Shared
+from .stream import Stream
 
 log = logging.getLogger("mirror_maker.MirrorMaker")
 
@@ -72,9 +74,11 @@ class MirrorMaker:
         self._handler = handler
         self._listener = listener
         self.producer: Optional[MirrorProducer] = None
-        self.threads: List[MirrorThread] = []
+        self.threads: List[Stream] = []
         self.caught_up = False
         self.undelivered = 0
+        #: Streams still running when the shutdown gave up on them.
+        self.unfinished = 0
         self._server = None  # the ops endpoint, with --metrics.port
         self._status: Optional[StatusReporter] = None
         self._previous_handlers = {}
@@ -82,6 +86,7 @@ class MirrorMaker:
         self._syncs_topic = None  # --emit.offset-syncs.enabled
         self._failover = None  # checkpoints, group offset sync, heartbeats
         self._singletons = singletons
+        self._admins = ()  # the source's and the target's admin clients
 
     def start(self) -> None:
         config = self.config
@@ -92,6 +97,7 @@ class MirrorMaker:
         source_admin = admin_client({**config.consumer, "error_cb": source_errors},
                                     f"{config.group_id}-admin")
         target_admin = admin_client({**config.producer, "error_cb": target_errors}, "producer-1-admin")
+        self._admins = (source_admin, target_admin)
         rules = topic_rules(config.replication)
         configs = TopicConfigs(source_admin, target_admin, config.replication.config_exclude_pattern)
         target_topics = self._target_topics = TargetTopics(
@@ -111,29 +117,19 @@ class MirrorMaker:
         if config.replication.syncs and 0 in self._streams:  # one sync per run (Spark: task 0's)
             self._topic_sync = TopicSync(config.replication, target_topics, configs, source_admin, target_admin,
                                          self.state, active=self._singletons)
-        thread_class = MirrorThread
-        if config.use_raw_bytes:
-            from ..shallow.worker import RawMirrorThread as thread_class  # kafka-python: only then
-        elif config.exactly_once:
-            from .exactly_once import ExactlyOnceThread as thread_class
-        self.threads = [
-            thread_class(i, config, self.producer, self._handler, self._listener, self.state,
-                         self._subscription, target_topics, self.metrics, source_errors)
-            for i in self._streams
-        ]
+        shared = Shared(config, self.producer, self._handler, self._listener, self.state, self._subscription,
+                        target_topics, self.metrics, source_errors)
+        mode = mode_for(shared)
+        self.threads = [Stream(i, mode, shared) for i in self._streams]
+        mode.prepare(self.threads)
         self._start_failover(rules, source_admin, target_admin)
-        if config.exactly_once:
-            from .exactly_once import StreamsReady
-
-            ready = StreamsReady(len(self.threads))
-            for thread in self.threads:
-                thread.streams_ready = ready
         # Exactly-once and raw streams have producers of their own: they count too.
         self.metrics.acknowledged = lambda: (self.producer.acknowledged()
                                              + sum(thread.acknowledged() for thread in self.threads))
         self.metrics.queue_depth = lambda: len(self.producer) + sum(thread.waiting() for thread in self.threads)
         self._status = StatusReporter(self.snapshot, config.status_interval_ms / 1000.0,
                                       progress=config.exit_when_caught_up)
+        self.metrics.stalled_seconds = lambda: self._status.stalled_s
         self.metrics.assigned_partitions = self.assigned
         if config.metrics_port is not None:
             from ..ops.endpoint import OpsServer  # prometheus_client's server: only when asked for
@@ -190,6 +186,9 @@ class MirrorMaker:
         stalled = [t.name for t in self.threads if now - t.last_progress > STALL_S]
         if stalled:
             return False, f"no progress for {STALL_S:.0f} s in {', '.join(stalled)}"
+        if self._status.stalled_s:
+            return False, (f"stalled for {self._status.stalled_s:.0f} s: nothing acknowledged by the target or "
+                           f"committed while records wait")
         return True, f"ready: {self.assigned()} partitions assigned"
 
     def run_until_stopped(self, on_tick: Optional[Callable[[], None]] = None) -> None:
@@ -199,6 +198,7 @@ class MirrorMaker:
         notified = False
         next_topic_check = 0.0
         while not self.state.stopping and any(t.is_alive() for t in self.threads):
+            self._serve_client_events()
             self._subscription.refresh_if_due()
             if time.monotonic() >= next_topic_check:
                 next_topic_check = time.monotonic() + TOPIC_RETRY_S
@@ -214,6 +214,14 @@ class MirrorMaker:
                 break
             self.state.wait(TICK_S)
         self.state.request_stop()
+
+    def _serve_client_events(self) -> None:
+        """The events of clients nothing polls while no record flows: the shared producer's say
+        whether the target is reachable, the admin clients' a refused login before any consumer
+        joins (e.g. an OAUTHBEARER token the provider will not give)."""
+        self.producer.serve()
+        for admin in self._admins:
+            admin.poll(0)
 
     def _retry_target_topics(self) -> None:
         try:
@@ -235,12 +243,13 @@ class MirrorMaker:
         else:
             log.info("Start clean shutdown.")
         deadline = self.state.deadline or time.monotonic()
+        unfinished = []
         for thread in self.threads:
             if thread.ident is None:
                 continue  # start() failed before this thread ran
             thread.join(max(0.0, deadline - time.monotonic()) + JOIN_GRACE_S)
             if thread.is_alive():
-                log.warning("%s did not stop in time", thread.name)
+                unfinished.append(thread.name)
         undelivered = 0
         for closing in (self._syncs_topic, self._failover):
             if closing is not None:
@@ -254,7 +263,12 @@ class MirrorMaker:
                 self._status.log_line()
         if self._server is not None:
             self._server.stop()
-        if undelivered and not self.state.failed:
+        self.unfinished = len(unfinished)
+        if unfinished:
+            log.warning("Mirror maker stopped with %d streams not finished (%s): they were still waiting when "
+                        "the shutdown timeout passed; what they did not commit is mirrored again on restart",
+                        len(unfinished), ", ".join(unfinished))
+        elif undelivered and not self.state.failed:
             log.warning("Mirror maker stopped with %d records the target has not acknowledged; "
                         "their offsets were not committed, so they are mirrored again on restart",
                         undelivered)
@@ -268,7 +282,7 @@ class MirrorMaker:
     def exit_status(self) -> int:
         # A bounded run must not report success with records the target never acknowledged.
         return exit_codes.for_run(self.state.failed, self.state.stop_signal,
-                                  incomplete=self.caught_up and self.undelivered > 0)
+                                  incomplete=self.caught_up and (self.undelivered > 0 or self.unfinished > 0))
 
     # -- signals -----------------------------------------------------------------------
 

@@ -1,14 +1,22 @@
 """Flush, then commit: the only place where the no-data-loss commit rule lives.
 
-A thread records ``offset + 1`` per partition after a record's outputs were handed to the
-producer (or after the handler filtered it out). A commit first flushes the *shared*
-producer; only if every queued record was acknowledged, and no fatal failure happened, does it
-commit those offsets synchronously. So a committed offset never passes an undelivered record.
-A thread with nothing pending does not flush (it would only wait for the other threads'
-records), and only partitions the thread still owns are committed.
+A stream records ``offset + 1`` per partition after a record's outputs were handed to the sink
+(or after the handler filtered it out). A commit first flushes the sink (the shared producer, the
+stream's own); only if every queued record was acknowledged, and no fatal failure happened, does
+it commit those offsets synchronously. So a committed offset never passes an undelivered record.
+A stream with nothing pending does not flush (it would only wait for the other streams'
+records), and only partitions the stream still owns are committed.
 
 Where offsets go is behind the committer (``committer.OffsetCommitter`` commits them to the
-source group), so an exactly-once mode can commit them inside the target's transaction instead.
+source group; exactly-once commits them on the target inside the transaction). A committer whose
+commit makes the records visible (a transaction) commits every pending partition at once: a
+transaction holds them all, and committing some offsets of it would leave records visible whose
+offsets are not committed.
+
+Each partition's last committed offset is kept (its start, before the first commit): a rewind goes
+back there, and an offset not committed for ``REFRESH_S`` is committed again with the next commit,
+so that it never expires while its partition is idle (offsets in a group without members, as
+exactly-once keeps on the target, expire ``offsets.retention.minutes`` after their last commit).
 """
 
 from __future__ import annotations
@@ -17,71 +25,90 @@ import logging
 import time
 from typing import Callable, Dict, Iterable, Optional
 
-from ..clients.producer import MirrorProducer
 from ..records import TopicPartition
-from .committer import OffsetCommitter
 from ..engine.state import RunState
 
 log = logging.getLogger("mirror_maker.checkpoint")
 
+#: An idle partition's offset is committed again after this long (Kafka's offsets.retention.minutes
+#: is 7 days by default; a day leaves room for brokers set lower).
+REFRESH_S = 24 * 3600.0
+
 
 class Checkpoint:
-    """One mirror thread's pending offsets and its flush-then-commit cycle."""
+    """One stream's pending offsets and its flush-then-commit cycle."""
 
-    def __init__(
-        self,
-        producer: MirrorProducer,
-        committer: OffsetCommitter,
-        state: RunState,
-        interval_ms: int,
-        clock=time.monotonic,
-        metrics=None,
-        owned: Callable[[TopicPartition], bool] = lambda tp: True,
-    ) -> None:
-        """``owned`` says whether the thread still owns a partition (a record of a partition
+    def __init__(self, sink, committer, state: RunState, interval_ms: int, clock=time.monotonic, metrics=None,
+                 owned: Callable[[TopicPartition], bool] = lambda tp: True, refresh_s: float = REFRESH_S) -> None:
+        """``owned`` says whether the stream still owns a partition (a record of a partition
         revoked meanwhile must never move the group's offset, backwards or forwards)."""
-        self._producer = producer
+        self._sink = sink
         self._owned = owned
         self._committer = committer
         self._state = state
         self._interval_s = interval_ms / 1000.0
         self._clock = clock
         self._metrics = metrics
+        self._refresh_s = refresh_s
         self._last_commit = clock()
         self.pending: Dict[TopicPartition, int] = {}
+        #: Each owned partition's last committed offset (or its start): where a rewind goes.
+        self.committed: Dict[TopicPartition, int] = {}
+        self._committed_at: Dict[TopicPartition, float] = {}
 
     def due(self) -> bool:
         return self._clock() - self._last_commit > self._interval_s
 
+    def started(self, positions: Dict[TopicPartition, int]) -> None:
+        """Partitions taken over at these positions (committed, or resolved just now)."""
+        now = self._clock()
+        for tp, offset in positions.items():
+            self.committed[tp] = offset
+            self._committed_at[tp] = now
+
     def discard(self, partitions: Iterable[TopicPartition]) -> None:
         for tp in partitions:
             self.pending.pop(tp, None)
+            self.committed.pop(tp, None)
+            self._committed_at.pop(tp, None)
 
     def commit(self, partitions: Optional[Iterable[TopicPartition]] = None,
                deadline: Optional[float] = None) -> bool:
-        """Flush the shared producer, then commit (only ``partitions``, if given).
+        """Flush the sink, then commit (only ``partitions``, if given, unless the committer's
+        commit is atomic).
 
         Returns False, committing nothing, when the flush did not complete by ``deadline`` (a
         ``time.monotonic()`` value; the stop's deadline when stopping) or a fatal failure has been
-        recorded. Commit retries end at the deadline too.
+        recorded. Commit retries end at the deadline too. A transactional committer may raise
+        ``TransactionAborted``: nothing was committed, the caller goes back to ``committed``.
         """
-        self._last_commit = self._clock()
+        now = self._last_commit = self._clock()
         if self._state.failed:
             log.info("Exiting on send failure, skip committing offsets.")
             return False
         started = time.monotonic()
-        wanted = set(partitions) if partitions is not None else None
-        offsets = {tp: off for tp, off in self.pending.items()
-                   if (wanted is None or tp in wanted) and self._owned(tp)}
-        if not offsets:
-            return True  # nothing of this thread's is waiting: no flush, which would wait for others'
+        wanted = None if partitions is None or getattr(self._committer, "makes_visible", False) else set(partitions)
+        offsets = {tp: off for tp, off in self.pending.items() if (wanted is None or tp in wanted) and self._owned(tp)}
+        if not offsets and not self._stale(now) and not self._sink.needs_commit():
+            return True  # nothing of this stream's is waiting: no flush, which would wait for others'
         deadline = self._state.deadline if deadline is None else deadline
-        if not self._producer.flush(deadline):
+        if not self._sink.flush(deadline):
             return False
+        # The flush served the group while it waited: a partition revoked meanwhile is not ours.
+        offsets = {tp: off for tp, off in offsets.items() if self._owned(tp)}
+        offsets.update({tp: self.committed[tp] for tp in self._stale(now) if tp not in offsets})
         committed = self._committer.commit(offsets, deadline)
         for tp, offset in committed.items():
             if self.pending.get(tp) == offset:
                 del self.pending[tp]
+            if self._owned(tp):
+                self.committed[tp] = offset
+                self._committed_at[tp] = now
         if self._metrics is not None:
             self._metrics.committed(time.monotonic() - started)
         return True
+
+    def _stale(self, now: float):
+        """Owned partitions whose offset was last committed ``refresh_s`` ago or more."""
+        return [tp for tp, at in self._committed_at.items()
+                if now - at >= self._refresh_s and tp in self.committed and self._owned(tp)]

@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 import time
 import zlib
-from typing import Dict, Iterable, List, NamedTuple, Optional
+from typing import Callable, Dict, Iterable, List, NamedTuple, Optional
 
 import confluent_kafka
 from confluent_kafka import KafkaException
@@ -46,17 +46,44 @@ class TransactionAborted(Exception):
     and the stream goes back to the offsets last committed on the target."""
 
 
-class TargetOffsets:
-    """The target's record of where mirroring resumes: its offsets group, read and described."""
+class ProducerUnusable(TransactionAborted):
+    """The transaction is gone and its producer cannot go on: the target's coordinator aborted
+    it and bumped the epoch (it stayed open past transaction.timeout.ms, e.g. through an outage),
+    or a transactional call did not return in time. A new producer under the same
+    transactional.id takes its place, from the last commit."""
 
-    def __init__(self, producer_conf: Dict[str, str], group: str, client_id: str) -> None:
+
+class TransactionStuck(Exception):
+    """A transactional call did not return within its deadline."""
+
+
+class TargetOffsets:
+    """The target's record of where mirroring resumes: its offsets group, read and described.
+
+    A group's offsets must name a topic its cluster has (Kafka 4's group coordinator refuses the
+    others: UNKNOWN_TOPIC_OR_PARTITION), so a source partition's offset is kept under its target
+    topic (``target_of``: the replication policy's name), with the source partition's number."""
+
+    def __init__(self, producer_conf: Dict[str, str], group: str, client_id: str,
+                 target_of: Callable[[str], str] = lambda topic: topic) -> None:
         conf = {k: v for k, v in producer_conf.items() if k not in _CONSUMER_ONLY}
         conf.update({"group.id": group, "client.id": client_id, "enable.auto.commit": False,
                      "logger": librdkafka_logger(client_id)})
         self.group = group
         self._conf = conf
+        self._target_of = target_of
+        self._sources: Dict[str, str] = {}  # target topic -> the source topic kept under it
         self._consumer = confluent_kafka.Consumer(conf)  # never subscribes: the group stays memberless
         self._peeking = None  # the same, read_uncommitted: see ``committed``
+
+    def key(self, tp: TopicPartition) -> TopicPartition:
+        """Where ``tp``'s offset is kept in the group: its target topic, the same partition."""
+        target = self._target_of(tp.topic)
+        known = self._sources.setdefault(target, tp.topic)
+        if known != tp.topic:
+            raise ClientFailed(f"--exactly.once keeps each source topic's offsets under its target topic, and "
+                               f"{known} and {tp.topic} both go to {target}: give them target topics of their own")
+        return TopicPartition(target, tp.partition)
 
     def group_metadata(self):
         """No member id, generation -1: what a commit into a memberless group carries."""
@@ -72,12 +99,13 @@ class TargetOffsets:
         require_stable only under read_committed). A new owner reads so first, to learn which
         writers to fence: a writer killed between its offsets and its commit held the stable
         read until its transaction timed out (60 s)."""
-        request = [KafkaTopicPartition(tp.topic, tp.partition) for tp in tps]
-        if not request:
+        keys = {self.key(tp): tp for tp in tps}
+        if not keys:
             return {}
         consumer = self._consumer if stable else self._peek()
-        answer = commit_retrying()(consumer.committed, request, timeout=timeout_s)
-        return {TopicPartition(tp.topic, tp.partition): Committed(tp.offset, tp.metadata or None)
+        answer = commit_retrying()(consumer.committed, [KafkaTopicPartition(key.topic, key.partition) for key in keys],
+                                   timeout=timeout_s)
+        return {keys[TopicPartition(tp.topic, tp.partition)]: Committed(tp.offset, tp.metadata or None)
                 for tp in answer if tp.offset >= 0}
 
     def _peek(self):
@@ -96,59 +124,149 @@ class TransactionalCommitter:
 
     It takes :class:`~mirror_maker.offsets.committer.OffsetCommitter`'s place in the checkpoint.
     A commit either makes the transaction's records and offsets visible together, or raises
-    :class:`TransactionAborted` after aborting it; a fenced producer is fatal.
+    :class:`TransactionAborted` after aborting it (a record the target refused in it aborts it
+    too). Every call has a deadline of its own. A fence is fatal when another producer took the
+    transactional.id over; when the coordinator itself aborted the transaction and bumped the
+    epoch, :class:`ProducerUnusable` says the producer is to be replaced (``use``).
+    ``sink`` hears how each transaction ended, and holds the refusals and fatal errors.
     """
 
-    def __init__(self, producer, target: TargetOffsets, source_consumer, transactional_id: str) -> None:
+    makes_visible = True
+
+    def __init__(self, producer, target: TargetOffsets, source_consumer, transactional_id: str, sink,
+                 states=None) -> None:
         self._producer = producer  # the confluent transactional producer
         self._target = target
         self._source = source_consumer
         self._transactional_id = transactional_id
+        self._sink = sink
+        #: Who holds the transactional.id now, after a fence (``transaction_states``).
+        self._states = states
+
+    def use(self, producer) -> None:
+        """A new producer takes the place of one that became unusable."""
+        self._producer = producer
 
     def commit(self, offsets: Dict[TopicPartition, int], deadline: Optional[float] = None) -> Dict[TopicPartition, int]:
+        if self._sink.fatal is not None:
+            raise self._unusable(self._sink.fatal)
+        if self._sink.refusals:
+            self.abort()
+            raise TransactionAborted(self._sink.refusals[0])
         # The metadata names the writer, so that a later owner of a partition can fence it.
-        request = [KafkaTopicPartition(tp.topic, tp.partition, off, metadata=self._transactional_id)
-                   for tp, off in offsets.items()]
+        request = [KafkaTopicPartition(key.topic, key.partition, off, metadata=self._transactional_id)
+                   for key, off in ((self._target.key(tp), off) for tp, off in offsets.items())]
         timeout = TRANSACTION_TIMEOUT_S if deadline is None else max(0.5, deadline - time.monotonic())
         try:
             if request:
-                self._producer.send_offsets_to_transaction(request, self._target.group_metadata(), timeout)
-            self._producer.commit_transaction(timeout)
+                self._call("send_offsets_to_transaction", self._producer.send_offsets_to_transaction, timeout,
+                           request, self._target.group_metadata(), timeout)
+            self._call("commit_transaction", self._producer.commit_transaction, timeout, timeout)
         except KafkaException as exc:
             self._failed(exc, "commit")
+        self._sink.transaction_ended(committed=True)
         self.begin()
         if request:
             try:  # for lag monitoring on the source: best effort
-                self._source.commit(offsets=request, asynchronous=True)
+                self._source.commit(offsets=[KafkaTopicPartition(tp.topic, tp.partition, off)
+                                             for tp, off in offsets.items()], asynchronous=True)
             except KafkaException as exc:
                 log.debug("best-effort commit to the source group failed: %s", exc)
         return dict(offsets)
 
     def begin(self) -> None:
+        """Open the next transaction (a local step: a producer that cannot is replaced)."""
         try:
             self._producer.begin_transaction()
         except KafkaException as exc:
-            self._failed(exc, "begin")
+            if exc.args[0].fatal():
+                raise self._unusable(exc.args[0]) from None
+            raise ProducerUnusable(f"no new transaction could begin: {exc.args[0].str()}") from None
 
     def abort(self, timeout_s: float = TRANSACTION_TIMEOUT_S) -> None:
+        """Abort the open transaction and open the next. An abort that does not complete (the
+        target away) leaves the producer unusable: a new one's start aborts the transaction."""
         try:
-            self._producer.abort_transaction(timeout_s)
+            self._call("abort_transaction", self._producer.abort_transaction, timeout_s, timeout_s)
         except KafkaException as exc:
             if exc.args[0].fatal():
-                raise self.fenced_or_fatal(exc) from None
-            log.debug("abort_transaction: %s", exc)
+                raise self._unusable(exc.args[0]) from None
+            raise ProducerUnusable(f"the transaction could not be aborted: {exc.args[0].str()}") from None
+        self._sink.transaction_ended(committed=False)
+        self.begin()
+
+    def close(self, deadline: Optional[float]) -> None:
+        """Abort what is still open (a stream that failed, or stopped before its final commit), so
+        that read_committed readers of the target do not wait for transaction.timeout.ms; then
+        forget the target's offsets group."""
+        try:
+            timeout = 5.0 if deadline is None else max(0.1, min(5.0, deadline - time.monotonic()))
+            self._call("abort_transaction", self._producer.abort_transaction, timeout, timeout)
+        except (KafkaException, TransactionStuck, ProducerUnusable) as exc:
+            log.debug("abort_transaction at close: %s", exc)  # nothing open, fenced, or the target away
+        finally:
+            self._target.close()
+
+    def _call(self, name: str, call, timeout_s: float, *args):
+        """A transactional call that cannot outlast its timeout: librdkafka's can wait on a broker
+        handle it replaced (https://github.com/confluentinc/librdkafka/issues/5456)."""
+        try:
+            return bounded(call, args, timeout_s + CALL_GRACE_S, name)
+        except TransactionStuck as stuck:
+            raise ProducerUnusable(f"{stuck} (the target unreachable?)") from None
 
     def _failed(self, exc: KafkaException, what: str) -> None:
         error = exc.args[0]
         if error.fatal():
-            raise self.fenced_or_fatal(exc) from None
+            raise self._unusable(error) from None
         if error.txn_requires_abort() or error.retriable():
             self.abort()
             raise TransactionAborted(f"the transaction's {what} failed: {error.str()}") from None
         raise ClientFailed(f"transaction {what} failed: {error.str()}")
 
+    def _unusable(self, error) -> Exception:
+        """What a fatal error of the producer means: a fence by another live writer (the run stops
+        with one line), or the coordinator's own abort of a transaction that outlived its timeout
+        (the producer is replaced). Only the coordinator can say: it shows an abort as the last
+        thing that happened to the transactional.id, where a new owner would show its own state."""
+        if error.code() not in _FENCED_CODES:
+            return fenced_or_fatal(error, self._transactional_id)
+        state = self._states(self._transactional_id) if self._states is not None else None
+        if state in ("PrepareAbort", "CompleteAbort"):
+            return ProducerUnusable(f"the target's transaction coordinator aborted the open transaction of "
+                                    f"{self._transactional_id} and bumped its epoch ({error.str()}): it stayed "
+                                    f"open longer than transaction.timeout.ms")
+        return fenced_or_fatal(error, self._transactional_id)
+
     def fenced_or_fatal(self, exc: KafkaException) -> ClientFailed:
         return fenced_or_fatal(exc.args[0], self._transactional_id)
+
+
+#: A transactional call gets this long past its own timeout before it counts as stuck.
+CALL_GRACE_S = 2.0
+
+
+def bounded(call, args, timeout_s: float, name: str):
+    """``call(*args)`` in a thread of its own, waited for ``timeout_s`` at most: a call that does
+    not return by then is left behind (its producer is not used again) and TransactionStuck raised."""
+    import threading
+
+    outcome = {}
+
+    def run() -> None:
+        try:
+            outcome["value"] = call(*args)
+        except BaseException as exc:  # handed to the caller's thread
+            outcome["error"] = exc
+
+    thread = threading.Thread(target=run, name=f"mirror-maker-{name}", daemon=True)
+    thread.start()
+    thread.join(timeout_s)
+    if thread.is_alive():
+        raise TransactionStuck(f"{name} did not return within {timeout_s:.0f} s")
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome.get("value")
 
 
 _FENCED_CODES = frozenset({confluent_kafka.KafkaError._FENCED, confluent_kafka.KafkaError.PRODUCER_FENCED,
@@ -180,6 +298,9 @@ def fence(producer_conf: Dict[str, str], transactional_id: str, timeout_s: float
     conf = {k: v for k, v in producer_conf.items() if k != "client.id"}
     conf.update({"transactional.id": transactional_id, "client.id": f"fence-{transactional_id}",
                  "logger": librdkafka_logger(f"fence-{transactional_id}")})
+    # librdkafka: a record's delivery timeout must fit in its transaction's (none is sent here).
+    conf["message.timeout.ms"] = str(min(int(conf.get("message.timeout.ms", 300000)),
+                                         int(conf.get("transaction.timeout.ms", 60000))))
     producer = confluent_kafka.Producer(conf)
     try:
         producer.init_transactions(timeout_s)

@@ -14,6 +14,8 @@ import threading
 import time
 from typing import Dict, Optional
 
+from ..redaction import redact
+
 FORMAT = "[%(asctime)s] %(levelname)s %(message)s (%(name)s)"
 LEVEL_ENV = "MIRROR_MAKER_LOG_LEVEL"
 LEVELS = ("DEBUG", "INFO", "WARN", "WARNING", "ERROR")
@@ -32,10 +34,10 @@ def resolve_level(option: Optional[str]) -> int:
 
 
 class KafkaFormatter(logging.Formatter):
-    """Kafka's layout and level names (WARN, not WARNING)."""
+    """Kafka's layout and level names (WARN, not WARNING); no secret of the configuration."""
 
     def format(self, record: logging.LogRecord) -> str:
-        text = super().format(record)
+        text = redact(super().format(record))
         if record.levelno == logging.WARNING:
             prefix_end = text.find("] WARNING ")
             if prefix_end >= 0:

@@ -97,6 +97,8 @@ class MirrorMetrics:
         self.rebalances = {"assigned": 0, "revoked": 0, "lost": 0}
         self.queue_depth: Callable[[], int] = lambda: 0
         self.acknowledged: Callable[[], int] = lambda: 0
+        #: How long the mirror has been stalled (``ops.stall``): 0 while it makes progress.
+        self.stalled_seconds: Callable[[], float] = lambda: 0.0
         self.assigned_partitions: Callable[[], int] = lambda: 0
         #: With a replication policy: a source topic's name on the target, MirrorMaker 2's topic
         #: tag, exported as the ``target_topic`` label next to the source ``topic``.
@@ -109,6 +111,9 @@ class MirrorMetrics:
         self.checkpoints = 0
         self.heartbeats = 0
         self.checkpoint_latency: Dict[Tuple[str, TopicPartition], WindowStat] = {}
+        #: A cluster side ("target") -> its client errors, which know whether it is reachable
+        #: (anything with ``unreachable_for()``: seconds since it went away, or None).
+        self.cluster_errors: Dict[str, object] = {}
 
     def _stats(self, tp: TopicPartition) -> PartitionStats:
         stats = self.partitions.get(tp)
@@ -197,6 +202,8 @@ class MirrorMetrics:
                 "lag": sum(p.lag for p in parts if p.lag is not None),
                 "dropped": self.dropped,
                 "filtered": self.filtered_records,
+                "commits": self.commits,
+                "unreachable": self.unreachable(),
             }
 
     def partition_values(self, now: float):
@@ -220,6 +227,10 @@ class MirrorMetrics:
             windows = sorted(self.checkpoint_latency.items())
         latencies = [(group, tp, stat.values(now)) for (group, tp), stat in windows]
         return counts, [(group, tp, values) for group, tp, values in latencies if values is not None]
+    def unreachable(self) -> Dict[str, float]:
+        """Each cluster side that cannot be reached now, with how long it has been away (s)."""
+        away = {side: errors.unreachable_for() for side, errors in self.cluster_errors.items()}
+        return {side: seconds for side, seconds in away.items() if seconds is not None}
 
     def collect(self):
         """The prometheus_client collector protocol: build every family at scrape time."""
@@ -282,6 +293,9 @@ class MirrorMetrics:
         yield rebalance
         yield GaugeMetricFamily("mirrormaker_producer_queue_depth", "Records waiting in the "
                                 "producer for the target's acknowledgement", value=self.queue_depth())
+        yield GaugeMetricFamily("mirrormaker_stalled_seconds", "How long nothing was acknowledged by the "
+                                "target or committed while records wait (0: progressing)",
+                                value=self.stalled_seconds())
         yield GaugeMetricFamily("mirrormaker_assigned_partitions", "Source partitions assigned to "
                                 "this process", value=self.assigned_partitions())
 

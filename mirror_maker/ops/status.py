@@ -14,6 +14,7 @@ import time
 from typing import Callable, List, Optional
 
 from .metrics import MirrorMetrics
+from .stall import STALL_S, ProgressWatch
 
 log = logging.getLogger("mirror_maker.status")
 
@@ -34,7 +35,7 @@ def snapshot(metrics: MirrorMetrics, threads: List) -> dict:
     return totals
 
 
-SUMMED = ("records", "bytes", "acked", "lag", "dropped", "filtered", "assigned", "queued")
+SUMMED = ("records", "bytes", "acked", "lag", "dropped", "filtered", "assigned", "queued", "commits")
 
 
 def combine(snapshots: List[dict]) -> dict:
@@ -42,17 +43,24 @@ def combine(snapshots: List[dict]) -> dict:
     combined = {key: sum(s.get(key, 0) for s in snapshots) for key in SUMMED}
     combined["rebalanced"] = bool(snapshots) and all(s.get("rebalanced") for s in snapshots)
     combined["at_end"] = all(s.get("at_end") for s in snapshots)
+    combined["unreachable"] = {}
+    for snapshot_ in snapshots:
+        for side, seconds in snapshot_.get("unreachable", {}).items():
+            combined["unreachable"][side] = max(seconds, combined["unreachable"].get(side, 0.0))
     return combined
 
 
 class StatusReporter:
     def __init__(self, snapshot: Callable[[], dict], interval_s: float, progress: bool = False,
-                 clock: Callable[[], float] = time.monotonic, label: str = "") -> None:
+                 clock: Callable[[], float] = time.monotonic, stall_s: float = STALL_S, label: str = "") -> None:
         """``label``: what the line is about when a process has several (a flow's name)."""
         self._snapshot = snapshot
         self._label = f" {label}" if label else ""
         self._interval_s = interval_s
         self._clock = clock
+        self._watch = ProgressWatch(stall_s, clock)
+        #: Seconds without progress while records wait (``ops.stall``); 0 while progressing.
+        self.stalled_s = 0.0
         self._started = clock()
         self._last_time = self._started
         self._last = snapshot()
@@ -60,8 +68,10 @@ class StatusReporter:
         self._progress = progress and sys.stderr.isatty()
 
     def tick(self) -> None:
-        """Called often by the runner; logs when the interval passed, updates the bar."""
+        """Called often by the runner; watches progress, logs when the interval passed, updates
+        the bar."""
         now = self._clock()
+        self.stalled_s = self._watch.look(self._snapshot())
         if self._progress:
             self._update_bar()
         if self._interval_s > 0 and now - self._last_time >= self._interval_s:
@@ -74,9 +84,14 @@ class StatusReporter:
         # A mirror started again (a flow of the dedicated mode) counts from zero: no negative rate.
         rate = max(0.0, totals["records"] - self._last["records"]) / elapsed
         mbps = max(0.0, totals["bytes"] - self._last["bytes"]) / elapsed / 1e6
-        log.info("Status%s: %.1f records/s, %.2f MB/s, lag %d, dropped %d, %d partitions assigned, "
-                 "%d records mirrored in total, %d waiting for the target", self._label, rate, mbps, totals["lag"],
-                 totals["dropped"], totals["assigned"], totals["acked"], totals["queued"])
+        away = "".join(f", the {side} cluster unreachable for {seconds:.0f} s"
+                       for side, seconds in sorted(totals.get("unreachable", {}).items()))
+        stalled = (f"; STALLED for {self.stalled_s:.0f} s: nothing acknowledged by the target or committed while "
+                   f"records wait" if self.stalled_s else "")
+        log.log(logging.WARNING if self.stalled_s else logging.INFO,
+                "Status%s: %.1f records/s, %.2f MB/s, lag %d, dropped %d, %d partitions assigned, "
+                "%d records mirrored in total, %d waiting for the target%s%s", self._label, rate, mbps, totals["lag"],
+                totals["dropped"], totals["assigned"], totals["acked"], totals["queued"], away, stalled)
         self._last, self._last_time = totals, now
 
     def caught_up(self) -> bool:

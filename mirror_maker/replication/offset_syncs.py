@@ -267,6 +267,10 @@ class SyncingCommitter:
         self._committer = committer
         self._writer = writer
 
+    @property
+    def makes_visible(self) -> bool:
+        return self._committer.makes_visible
+
     def commit(self, offsets, deadline=None):
         committed = self._committer.commit(offsets, deadline)
         try:

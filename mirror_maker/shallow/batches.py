@@ -11,7 +11,7 @@ records 61. Nothing here decompresses a record: work is per batch, never per rec
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Iterable, List, Optional, Tuple
 
 import google_crc32c
@@ -22,6 +22,7 @@ from .produce_request import Parts
 HEADER = struct.Struct(">qiibIhiqqqhii")
 HEADER_SIZE = HEADER.size  # 61
 _OFFSET_AND_LENGTH = struct.Struct(">qi")
+_CRC = struct.Struct(">I")
 _LOG_OVERHEAD = 12  # baseOffset and batchLength precede what batchLength counts
 MAGIC_AT = 16
 
@@ -31,9 +32,16 @@ _TRANSACTIONAL = 0x10
 _CONTROL = 0x20
 
 
+class CorruptBatch(Exception):
+    """A batch whose bytes do not match its CRC-32C."""
+
+
 @dataclass(frozen=True)
 class Batch:
-    """One complete batch (or, magic 0/1, one legacy message set entry) inside ``data``."""
+    """One complete batch (or, magic 0/1, one legacy message set entry) inside ``data``.
+
+    ``payload``: the batch's records, copied out of ``data`` once its CRC was checked
+    (``checked``); the rewrite sends them as they are."""
 
     data: bytes
     start: int
@@ -46,6 +54,7 @@ class Batch:
     producer_id: int = -1
     base_timestamp: int = -1
     max_timestamp: int = -1
+    payload: Optional[bytes] = None
 
     @property
     def next_offset(self) -> int:
@@ -71,6 +80,19 @@ class Batch:
         """What a raw handler sees of this batch (a legacy entry: no record count or times)."""
         return RawBatch(topic, partition, self.base_offset, self.last_offset, self.record_count, self.codec,
                         self.size, self.base_timestamp, self.max_timestamp)
+
+    def checked(self) -> "Batch":
+        """This batch on its own, once its records match the CRC the source stored (over bytes 21
+        to the end): the rewrite computes a new CRC, which would make a corrupt batch valid on the
+        target. The one copy of the records before the socket is made here, with the header, so
+        that the fetch answer they came in is not held while the batch waits for the target."""
+        header = bytes(self.data[self.start:self.start + HEADER_SIZE])
+        records = bytes(self.data[self.start + HEADER_SIZE:self.end])
+        stored = _CRC.unpack_from(header, 17)[0]
+        computed = google_crc32c.extend(google_crc32c.value(header[21:]), records)
+        if computed != stored:
+            raise CorruptBatch(f"CRC-32C stored {stored:#010x}, computed {computed:#010x}")
+        return replace(self, data=header, start=0, end=HEADER_SIZE + len(records), payload=records)
 
     def why_not_raw(self, max_bytes: Optional[int] = None) -> Optional[str]:
         """Why this batch cannot be forwarded as it is (the record path takes it), or None."""
@@ -116,8 +138,9 @@ def rewrite(batch: Batch, producer_id: int, producer_epoch: int, base_sequence: 
     fields[2] = -1
     fields[5] &= ~_TRANSACTIONAL
     fields[9], fields[10], fields[11] = producer_id, producer_epoch, base_sequence
-    # A copy of the records (google_crc32c takes bytes, not a view), the only one before the socket.
-    records = batch.data[batch.start + HEADER_SIZE:batch.end]
+    records = batch.payload
+    if records is None:  # not checked (google_crc32c takes bytes, not a view): the one copy is made here
+        records = batch.data[batch.start + HEADER_SIZE:batch.end]
     fields[4] = google_crc32c.extend(google_crc32c.value(HEADER.pack(*fields)[21:]), records)
     return Parts((HEADER.pack(*fields), records))
 

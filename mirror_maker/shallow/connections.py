@@ -29,7 +29,10 @@ logging.getLogger("kafka.cluster").addFilter(
 #: confluent clients of the same stream say it for the same clusters while running. Shown when
 #: the mirror logs at DEBUG.
 _RETRY_LINES = ("Connection failed:", "Connection lost:", "Bootstrap connection to", "not ready; waiting",
-                "Bootstrap failed:")  # (ours never has a deadline: it fails only when closed by a stop)
+                "Bootstrap failed:",  # (ours never has a deadline: it fails only when closed by a stop)
+                # ... and a metadata request or a connection a close cut short (ERROR, as if a
+                # broker had failed): a moved leader or a missing topic is ours to say (``route``).
+                "Metadata refresh: failed", ": Abort (")
 #: The last reason a bootstrap attempt of this thread failed (each stream's selector runs in it).
 _last_failure = threading.local()
 
@@ -45,7 +48,7 @@ def _not_a_retry(record: logging.LogRecord) -> bool:
     return logging.getLogger().isEnabledFor(logging.DEBUG)
 
 
-for _name in ("kafka.net.manager", "kafka.net.connection"):
+for _name in ("kafka.net.manager", "kafka.net.connection", "kafka.net.transport", "kafka.cluster"):
     logging.getLogger(_name).addFilter(_not_a_retry)
 
 #: Fetch and Produce versions that still name topics (13 and later use topic ids).

@@ -2,11 +2,12 @@
 
 One fetch is in flight per source broker, for the assigned partitions it leads, from each one's
 position. An answer becomes, per partition and in offset order, work for the stream: a batch to
-forward as it is, a range of offsets for the record path (a batch raw mode cannot forward, or
-the part of the first batch after a position inside it), or a batch to skip (aborted or control
-batches under read_committed). The position moves past everything handed out. Errors: a moved
-leader refreshes metadata; an offset out of range is reset by ``auto.offset.reset`` as the
-consumer would, and logged.
+forward as it is (its CRC checked: a corrupt batch is fetched again, and a batch corrupt on the
+source fails the run rather than arrive on the target with a fresh, valid CRC), a range of offsets
+for the record path (a batch raw mode cannot forward, or the part of the first batch after a
+position inside it), or a batch to skip (control batches, and aborted ones under read_committed).
+The position moves past everything handed out. Errors: a moved leader refreshes metadata; an
+offset out of range is handed to the stream, which resets it (``engine.positions``).
 """
 
 from __future__ import annotations
@@ -16,16 +17,21 @@ from collections import deque
 from dataclasses import dataclass, field, replace
 from typing import Deque, Dict, List, Optional
 
+from ..errors import ClientFailed
 from ..records import RawBatch, TopicPartition
-from .batches import Batch, committed, split
+from .batches import Batch, CorruptBatch, committed, split
 from .connections import FETCH_MAX_BYTES, MAX_FETCH_VERSION, Cluster, guarded
 
 log = logging.getLogger("mirror_maker.shallow")
 
 PARTITION_MAX_BYTES = 1048576  # librdkafka's and Java's max.partition.fetch.bytes default
 FETCH_WAIT_MS = 100
-#: Stop fetching while this much is fetched but not yet acknowledged by the target.
+#: Stop fetching while this much is fetched but not yet acknowledged by the target, in bytes and
+#: in batches (a slow target with small batches queued thousands of them).
 BUFFER_BYTES = 64 * 1024 * 1024
+BUFFER_BATCHES = 1000
+#: A batch whose CRC does not match is fetched again this many times before the run fails.
+CORRUPT_ATTEMPTS = 3
 _NOT_LEADER = frozenset({3, 5, 6, 74, 75, 100})  # unknown partition, leader moved or unknown epoch
 _OFFSET_OUT_OF_RANGE = 1
 
@@ -36,8 +42,11 @@ class Work:
 
     ``batch`` set and ``records`` False: forward the batch as it is. ``records`` True: the
     record path mirrors offsets ``first``..``last`` (``described``: the batches raw mode cannot
-    forward, or the one a position falls inside, as the raw handler sees them). ``skip``:
-    nothing to mirror (aborted or control).
+    forward, or the one a position falls inside, as the raw handler sees them), reading from
+    ``read_from`` (the first batch's start: records before ``first`` are counted, not mirrored);
+    ``expected``: how many records its batches hold (None where unknown: magic 0/1), so that the
+    range is known to be done even when compaction removed its last offsets. ``skip``: nothing
+    to mirror (a control batch, or an aborted one).
     """
 
     source: TopicPartition
@@ -48,6 +57,8 @@ class Work:
     reason: str = ""
     skip: bool = False
     described: List[RawBatch] = field(default_factory=list)
+    read_from: int = -1
+    expected: Optional[int] = None
 
     @property
     def batches(self) -> int:
@@ -66,13 +77,18 @@ class RawFetcher:
         #: The target's max.message.bytes where known: larger batches take the record path.
         self.max_batch_bytes: Dict[str, int] = {}
         self.positions: Dict[TopicPartition, int] = {}
-        self.high_watermarks: Dict[TopicPartition, int] = {}
+        #: Each partition's end as its last fetch answer said: the last stable offset under
+        #: read_committed (an open transaction holds readers there), else the high watermark.
+        self.ends: Dict[TopicPartition, int] = {}
         self._grown: Dict[TopicPartition, int] = {}
         self._in_flight: Dict[int, object] = {}
         self.work: Dict[TopicPartition, Deque[Work]] = {}
         self.buffered_bytes = 0
-        #: Partitions whose position is out of range: the stream resets them (auto.offset.reset).
-        self.out_of_range: set = set()
+        self.buffered_batches = 0
+        #: Partitions whose position is out of range, with that position: the stream resets them.
+        self.out_of_range: Dict[TopicPartition, int] = {}
+        #: (partition, batch offset) -> how many answers in a row held it corrupt.
+        self._corrupt: Dict[tuple, int] = {}
 
     # -- assignment ----------------------------------------------------------------------
 
@@ -83,7 +99,8 @@ class RawFetcher:
 
     def forget(self, tp: TopicPartition) -> None:
         self.positions.pop(tp, None)
-        self.high_watermarks.pop(tp, None)
+        self.ends.pop(tp, None)
+        self.out_of_range.pop(tp, None)
         self._drop_work(tp)
         self.work.pop(tp, None)
 
@@ -105,11 +122,13 @@ class RawFetcher:
 
     # -- fetching ------------------------------------------------------------------------
 
-    def fetch(self, pending_bytes: int) -> None:
-        """Send a fetch to every leader that has none in flight, while the buffer has room."""
+    def fetch(self, pending_bytes: int, pending_batches: int = 0) -> None:
+        """Send a fetch to every leader that has none in flight, while the buffer has room (what
+        is fetched and what waits for the target's acknowledgement, in bytes and batches)."""
         from kafka.protocol.consumer import FetchRequest
 
-        if pending_bytes + self.buffered_bytes >= BUFFER_BYTES:
+        if (pending_bytes + self.buffered_bytes >= BUFFER_BYTES
+                or pending_batches + self.buffered_batches >= BUFFER_BATCHES):
             return
         by_node: Dict[int, List[TopicPartition]] = {}
         for tp in self.positions:
@@ -152,7 +171,8 @@ class RawFetcher:
                 if part.error_code:
                     self._partition_error(tp, part.error_code)
                     continue
-                self.high_watermarks[tp] = part.high_watermark
+                stable = part.last_stable_offset if self._isolation else -1
+                self.ends[tp] = stable if stable is not None and stable >= 0 else part.high_watermark
                 self._take(tp, position, part.records or b"",
                            [(a.producer_id, a.first_offset) for a in (part.aborted_transactions or ())])
 
@@ -165,31 +185,57 @@ class RawFetcher:
         self._grown.pop(tp, None)
         queue = self.work[tp]
         limit = self.max_batch_bytes.get(tp.topic)
-        pairs = committed(batches, aborted) if self._isolation else [(b, True) for b in batches]
+        pairs = committed(batches, aborted) if self._isolation else [(b, not b.is_control) for b in batches]
         for batch, forward in pairs:
             if batch.last_offset < position:
                 continue  # wholly before the position (a compacted or legacy leftover)
             if not forward:
                 queue.append(Work(tp, max(position, batch.base_offset), batch.last_offset, skip=True))
+            elif batch.magic != 2:
+                # A legacy entry's offset is its last record's (a compressed wrapper holds the
+                # records before it too): the range starts where the position is.
+                _append_range(queue, Work(tp, position, batch.last_offset, records=True, reason=f"magic {batch.magic}",
+                                          described=[batch.describe(tp.topic, tp.partition)], read_from=position))
             elif batch.base_offset < position:
                 queue.append(Work(tp, position, batch.last_offset, records=True, reason="a position inside the batch",
-                                  described=[batch.describe(tp.topic, tp.partition)]))
+                                  described=[batch.describe(tp.topic, tp.partition)], read_from=batch.base_offset,
+                                  expected=batch.record_count))
             else:
                 reason = batch.why_not_raw(limit)
                 if reason is None:
+                    try:
+                        batch = batch.checked()
+                    except CorruptBatch as corrupt:
+                        self._corrupted(tp, batch, corrupt)
+                        break  # this batch and what follows are fetched again
+                    self._corrupt.pop((tp, batch.base_offset), None)
                     queue.append(Work(tp, batch.base_offset, batch.last_offset, batch=batch))
                     self.buffered_bytes += batch.size
+                    self.buffered_batches += 1
                 else:
                     _append_range(queue, Work(tp, batch.base_offset, batch.last_offset, records=True, reason=reason,
-                                              described=[batch.describe(tp.topic, tp.partition)]))
+                                              described=[batch.describe(tp.topic, tp.partition)],
+                                              read_from=batch.base_offset, expected=batch.record_count))
             position = batch.next_offset
         self.positions[tp] = position
+
+    def _corrupted(self, tp: TopicPartition, batch: Batch, corrupt: "CorruptBatch") -> None:
+        """A batch whose bytes do not match its CRC: fetched again (a fault on the way), and after
+        CORRUPT_ATTEMPTS answers in a row a failure naming it (corrupt on the source)."""
+        key = (tp, batch.base_offset)
+        self._corrupt[key] = self._corrupt.get(key, 0) + 1
+        if self._corrupt[key] >= CORRUPT_ATTEMPTS:
+            raise ClientFailed(f"the batch of {tp.topic}-{tp.partition} offsets {batch.base_offset}.."
+                               f"{batch.last_offset} is corrupt on the source ({corrupt}, in {CORRUPT_ATTEMPTS} "
+                               f"fetches): it is not mirrored, and nothing after it is committed")
+        log.warning("The batch of %s-%d offsets %d..%d arrived corrupt (%s); fetching it again", tp.topic, tp.partition,
+                    batch.base_offset, batch.last_offset, corrupt)
 
     def _partition_error(self, tp: TopicPartition, code: int) -> None:
         if code in _NOT_LEADER:
             self._cluster.refresh()
         elif code == _OFFSET_OUT_OF_RANGE:
-            self.out_of_range.add(tp)
+            self.out_of_range[tp] = self.positions[tp]
         else:
             log.warning("Fetching %s-%d failed with error %d; will try again", tp.topic, tp.partition, code)
 
@@ -198,6 +244,7 @@ class RawFetcher:
         """The stream handed this item on (its batch is the producer's now)."""
         if item.batch is not None:
             self.buffered_bytes -= item.batch.size
+            self.buffered_batches -= 1
 
     def idle(self) -> bool:
         return not self._in_flight
@@ -211,6 +258,7 @@ def _append_range(queue: Deque[Work], item: Work) -> None:
     before = queue[-1] if queue else None
     if before is not None and before.records and before.reason == item.reason and before.last < item.first:
         before.described.extend(item.described)
-        queue[-1] = replace(before, last=item.last)
+        expected = None if before.expected is None or item.expected is None else before.expected + item.expected
+        queue[-1] = replace(before, last=item.last, expected=expected)
     else:
         queue.append(item)

@@ -30,6 +30,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Deque, Dict, List, Optional, Sequence, Tuple
 
+from ..clients import waiting
 from ..errors import ClientFailed, SendFailed
 from ..records import TopicPartition
 from .batches import Batch, rewrite
@@ -379,12 +380,12 @@ class RawProducer:
         """Drive the network until every queued batch (of ``partitions``, target (topic,
         partition) pairs, if given) is acknowledged. False when the deadline came first or a
         fatal failure was recorded: then nothing may be committed."""
-        def waiting() -> bool:
+        def unacknowledged() -> bool:
             keys = self._logs if partitions is None else partitions
             return any(self._logs.get(key) and self._logs[key].entries for key in keys)
 
         last_log = time.monotonic()
-        while waiting():
+        while unacknowledged():
             if self._state.failed:
                 return False
             if deadline is None:
@@ -400,4 +401,5 @@ class RawProducer:
             self.pump()
             step = 100 if deadline is None else max(0, min(100, int((deadline - time.monotonic()) * 1000)))
             self._net.poll(timeout_ms=step)
+            waiting.serve()
         return not self._state.failed

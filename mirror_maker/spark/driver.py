@@ -34,6 +34,7 @@ from ..cli import exit_codes
 from ..config.mirror_config import MirrorMakerConfig
 from ..ops.endpoint import OpsServer
 from ..errors import ConfigError, MirrorFailure
+from ..extras import require
 from ..ops.status import StatusReporter, combine
 from .control import ControlServer
 from .metrics import WorkerMetrics
@@ -52,17 +53,12 @@ STABLE_S = 300.0
 #: Workers bound their own shutdown (--shutdown.timeout.ms, then a few seconds to join their
 #: thread); the driver's cancel after this much more is the last resort.
 CANCEL_GRACE_S = 15.0
-INSTALL_HINT = "pip install 'kafka-mirror-maker[spark]'"
 SIGNALS = (signal.SIGTERM, signal.SIGINT)
 COUNTERS = ("records", "bytes", "acked", "dropped")
 
 
 def import_pyspark():
-    try:
-        import pyspark
-    except ImportError:
-        raise ConfigError(f"--spark needs PySpark, which is not installed: {INSTALL_HINT}") from None
-    return pyspark
+    return require("spark", "pyspark", "--spark")
 
 
 def describe_job_error(text: str) -> str:

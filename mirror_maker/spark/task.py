@@ -24,6 +24,7 @@ import time
 from dataclasses import dataclass
 from typing import Callable, Iterator, Optional, Tuple
 
+from ..config.client_conf import register_secrets
 from ..config.mirror_config import MirrorMakerConfig
 from ..errors import ConfigError, MirrorMakerError
 from ..ops.log import KafkaFormatter, FORMAT
@@ -118,6 +119,7 @@ def run_stream(plan: TaskPlan, _partition: Iterator) -> Iterator[dict]:
 
 
 def run_worker(plan: TaskPlan, index: int, barrier: Callable[[], None]) -> dict:
+    register_secrets(plan.config.consumer, plan.config.producer)  # this process's log lines too
     stop = threading.Event()
     hello = {"worker": index, "job": plan.job, "pid": os.getpid(), "host": socket.gethostname()}
     client = ControlClient(plan.control, plan.token, hello, stop.set)

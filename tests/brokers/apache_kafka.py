@@ -14,7 +14,11 @@ Besides its plaintext listener a node can have:
 * ``SSL`` with JKS key and trust stores (client certificates required; a client certificate's
   principal is ``User:CN=<name>``);
 * ``PROXIED``: a plaintext listener that advertises another port, where a test puts a TCP proxy
-  it can cut (an outage) and restore.
+  it can cut (an outage) and restore;
+* ``OAUTH``: ``SASL_PLAINTEXT`` with OAUTHBEARER and Kafka's default unsecured token validator
+  (``Security.oauthbearer``);
+* ``OIDC``: ``SASL_PLAINTEXT`` with OAUTHBEARER tokens checked against a JWKS endpoint by
+  ``OAuthBearerValidatorCallbackHandler`` (``Security.jwks_url``, which the JVM must be allowed).
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, List, Optional
+from urllib.parse import urlsplit
 
 from mirror_maker.embedded import die_with_parent, free_port
 
@@ -42,6 +47,8 @@ KAFKA_4 = "4.4.0"
 KAFKA_3_9 = "3.9.2"
 MIRROR_MAKER_2 = "connect-mirror-4.3.1"
 
+#: The audience (``aud``) the OIDC listener expects in a token.
+OIDC_AUDIENCE = "kafka"
 READY_TIMEOUT_S = 60.0
 STOP_TIMEOUT_S = 15.0
 HEAP = "-Xmx512m"
@@ -63,6 +70,11 @@ class Security:
     truststore: Optional[Path] = None
     store_password: str = ""
     key_password: str = ""
+    #: An OAUTH listener: OAUTHBEARER with the unsecured validator (a token's sub is the principal).
+    oauthbearer: bool = False
+    #: An OIDC listener: OAUTHBEARER tokens signed by a key of this JWKS endpoint, issued by its
+    #: origin (scheme://host:port) for the audience OIDC_AUDIENCE.
+    jwks_url: Optional[str] = None
 
 
 def _cluster_id() -> str:
@@ -108,6 +120,14 @@ class KafkaCluster:
     @property
     def ssl_bootstrap(self) -> str:
         return self.address("SSL")
+
+    @property
+    def oauth_bootstrap(self) -> str:
+        return self.address("OAUTH")
+
+    @property
+    def oidc_bootstrap(self) -> str:
+        return self.address("OIDC")
 
     @property
     def proxy_port(self) -> int:
@@ -174,6 +194,7 @@ class KafkaCluster:
             names.append("SASL_PLAINTEXT")
             if self.security.keystore is not None:
                 names.append("SSL")
+            names += ["OAUTH"] * self.security.oauthbearer + ["OIDC"] * bool(self.security.jwks_url)
         if self.proxied:
             names += ["PROXIED", "PROXY"]
         self.ports = {name: free_port() for name in names}
@@ -184,7 +205,8 @@ class KafkaCluster:
         if self.proxied:
             advertised = [a for a in advertised if not a.startswith("PROXIED:")]
             advertised.append(f"PROXIED://127.0.0.1:{self.ports['PROXY']}")
-        protocol = {"SSL": "SSL", "SASL_PLAINTEXT": "SASL_PLAINTEXT"}
+        protocol = {"SSL": "SSL", "SASL_PLAINTEXT": "SASL_PLAINTEXT", "OAUTH": "SASL_PLAINTEXT",
+                    "OIDC": "SASL_PLAINTEXT"}
         props: Dict[str, object] = {
             "process.roles": "broker,controller",
             "node.id": 1,
@@ -234,6 +256,19 @@ class KafkaCluster:
         for mechanism in ("scram-sha-256", "scram-sha-512"):
             props[f"listener.name.sasl_plaintext.{mechanism}.sasl.jaas.config"] = \
                 "org.apache.kafka.common.security.scram.ScramLoginModule required;"
+        login = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required;"
+        for listener in ("oauth",) * sec.oauthbearer + ("oidc",) * bool(sec.jwks_url):
+            props[f"listener.name.{listener}.sasl.enabled.mechanisms"] = "OAUTHBEARER"
+            props[f"listener.name.{listener}.oauthbearer.sasl.jaas.config"] = login
+        if sec.jwks_url:
+            props["listener.name.oidc.oauthbearer.sasl.server.callback.handler.class"] = \
+                "org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler"
+            props["listener.name.oidc.oauthbearer.sasl.oauthbearer.jwks.endpoint.url"] = sec.jwks_url
+            # Kafka 4.4 checks a token's audience ("aud") and issuer ("iss") unless told not to.
+            props["listener.name.oidc.oauthbearer.sasl.oauthbearer.expected.audience"] = OIDC_AUDIENCE
+            origin = urlsplit(sec.jwks_url)
+            props["listener.name.oidc.oauthbearer.sasl.oauthbearer.expected.issuer"] = \
+                f"{origin.scheme}://{origin.netloc}"
         if sec.keystore is not None:
             props.update({
                 "listener.name.ssl.ssl.keystore.type": "JKS",
@@ -293,7 +328,10 @@ class KafkaCluster:
         return [f"-Dlog4j2.configurationFile={config}", f"-Dkafka.logs.dir={self.work}"]
 
     def _spawn(self) -> None:
-        command = [java(), HEAP, "-XX:+UseG1GC", "-XX:TieredStopAtLevel=1", "-Djava.awt.headless=true",
+        # Kafka 4 fetches a JWKS only from URLs this system property allows.
+        allowed = ([f"-Dorg.apache.kafka.sasl.oauthbearer.allowed.urls={self.security.jwks_url}"]
+                   if self.security is not None and self.security.jwks_url else [])
+        command = [java(), HEAP, "-XX:+UseG1GC", "-XX:TieredStopAtLevel=1", "-Djava.awt.headless=true", *allowed,
                    "-cp", classpath(pom_name(self.version)), *self._logging_flags(),
                    "kafka.Kafka", str(self.work / "server.properties")]
         with open(self.work / "stdout.log", "ab") as out:

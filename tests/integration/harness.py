@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Dict, Iterable, List, NamedTuple, Optional
 
+import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
@@ -455,3 +456,31 @@ def wait_settled(*mirrors: "MirrorProcess", timeout_s: float = 60.0) -> None:
         return ok
 
     wait_until(stable, timeout_s, "the consumer group to settle", step_s=0.5)
+
+
+# -- the modes every guarantee is proven in ----------------------------------------------------
+
+class Mode:
+    def __init__(self, name: str, args: List[str]) -> None:
+        self.name, self.args = name, args
+
+    @property
+    def exactly_once(self) -> bool:
+        return self.name == "exactly-once"
+
+    def committed(self, source, target, group: str, topic: str, remote: str = None) -> Dict[int, int]:
+        """Where the mode keeps the group's offsets: the target in exactly-once (under the target
+        topic, ``remote`` where a replication policy renames it), else the source."""
+        if self.exactly_once:
+            return target.committed(group, remote or topic)
+        return source.committed(group, topic)
+
+    def __repr__(self) -> str:
+        return self.name
+
+
+RECORDS, RAW, EXACTLY_ONCE = Mode("records", []), Mode("raw", ["--use.raw.bytes"]), Mode("exactly-once", ["--exactly.once"])
+#: Tansu's read_committed serves aborted records: exactly-once is proven on Apache Kafka only.
+MODES = [RECORDS, RAW, pytest.param(EXACTLY_ONCE, marks=pytest.mark.needs_kafka_feature(
+    "read_committed that hides aborted transactions"))]
+MODE_IDS = ["records", "raw", "exactly-once"]

@@ -8,7 +8,6 @@ from .harness import (
     BackgroundProducer,
     MirrorProcess,
     on_tansu,
-    make_records,
     mirror_args,
     mirror_files,
     wait_settled,
@@ -126,39 +125,3 @@ def test_commit_never_passes_what_the_target_has_not_acknowledged(tmp_path, sour
     finally:
         assert mirror.stop(signal.SIGTERM) == 143, mirror.log()
         proxy.stop()
-
-
-def _poison_topic(source):
-    topic = source.create_topic("poison", partitions=1)
-    records = make_records(100, "before") + make_records(1, "big", size=20000) + make_records(100, "after")
-    source.seed(topic, records, partition=0)
-    return topic
-
-
-def test_abort_on_a_record_the_target_cannot_take(tmp_path, source, target):
-    topic = _poison_topic(source)
-    files = mirror_files(tmp_path, source, target, producer={"max.request.size": 10000})
-    args = mirror_args(files, topic, "--offset.commit.interval.ms", "200")
-    for attempt in range(2):  # a restart fails the same way instead of skipping the record
-        mirror = MirrorProcess(args, tmp_path / f"abort{attempt}.log")
-        assert mirror.wait(60) == 255, mirror.log()
-        errors = [line for line in mirror.log().splitlines() if " ERROR " in line]
-        assert len(errors) == 1, errors
-        assert f"{topic}-0 offset 100" in errors[0] and "too large" in errors[0].lower()
-        assert "Traceback" not in mirror.log()
-        assert source.committed(files.group, topic).get(0, 0) <= 100
-
-
-def test_send_failure_without_abort_counts_drops_and_goes_on(tmp_path, source, target):
-    topic = _poison_topic(source)
-    files = mirror_files(tmp_path, source, target, producer={"max.request.size": 10000})
-    mirror = MirrorProcess(mirror_args(files, topic, "--offset.commit.interval.ms", "200",
-                                       "--abort.on.send.failure", "false"), tmp_path / "m.log")
-    try:
-        rows = target.read_all(topic, expected=200, timeout_s=60)
-        assert len(rows) == 200 and not any(rec.value.startswith(b"big") for _p, _o, rec in rows)
-        wait_until(lambda: source.committed(files.group, topic).get(0) == 201, 30, "commit past the drop")
-        assert "dropped; --abort.on.send.failure is false" in mirror.log()
-        assert mirror.process.poll() is None
-    finally:
-        assert mirror.stop(signal.SIGTERM) == 143, mirror.log()

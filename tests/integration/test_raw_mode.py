@@ -6,10 +6,8 @@ request, sequences); on Tansu the target is read with ``check.crcs=true``.
 
 from __future__ import annotations
 
-import os
 import re
 import signal
-import time
 from collections import defaultdict
 from pathlib import Path
 from typing import Dict, List
@@ -18,8 +16,8 @@ import pytest
 
 from mirror_maker.embedded import free_port
 
-from .harness import (BackgroundProducer, Cluster, MirrorProcess, Rec, assert_order_per_key, make_records,
-                      mirror_args, mirror_files, on_tansu, unique, wait_until)
+from .harness import (BackgroundProducer, Cluster, MirrorProcess, assert_order_per_key, make_records,
+                      mirror_args, mirror_files, on_tansu, wait_until)
 
 RAW = "--use.raw.bytes"
 
@@ -91,54 +89,6 @@ def test_batches_are_copied_as_they_are(tmp_path, source, target, files, codec):
     if not on_tansu():
         assert raw_batches(target, topic, 3) == raw_batches(source, topic, 3)  # same codec and boundaries
     assert "Traceback" not in mirror.log()
-
-
-def test_sigkill_mid_stream_then_restart_loses_nothing(tmp_path, source, target, files):
-    topic = source.create_topic("raw-kill", partitions=3)
-    stream = BackgroundProducer(source, topic, rate=500).start()
-    args = mirror_args(files, topic, RAW, "--offset.commit.interval.ms", "500")
-    mirror = MirrorProcess(args, tmp_path / "first.log")
-    try:
-        wait_until(lambda: sum(source.committed(files.group, topic).values()) > 200, 60, "a first commit")
-        mirror.kill()
-        mirror = MirrorProcess(args, tmp_path / "second.log")
-        mirror.wait_for_log("Assigned", 30)
-    finally:
-        acked = stream.stop()
-    try:
-        target.read_values(topic, acked, timeout_s=90)
-    finally:
-        assert mirror.stop(signal.SIGTERM) == 143, mirror.log()
-
-
-@pytest.mark.needs_own_brokers("cuts the target off through a proxy")
-def test_target_outage_nothing_lost_commits_frozen(tmp_path, source, target):
-    proxy, proxied = target.proxy(tmp_path, "target-proxy")
-    topic = source.create_topic("raw-cut", partitions=2)
-    files = mirror_files(tmp_path, source, proxied)
-    stream = BackgroundProducer(source, topic, rate=300).start()
-    mirror = MirrorProcess(mirror_args(files, topic, RAW, "--offset.commit.interval.ms", "500"), tmp_path / "m.log")
-    try:
-        wait_until(lambda: sum(source.committed(files.group, topic).values()) > 100, 60, "commits before the cut")
-        proxy.cut()
-        mirror.wait_for_log("waiting for the target", 30)  # stuck behind the outage now
-        frozen = sum(source.committed(files.group, topic).values())
-        cut_until = time.monotonic() + 10
-        while time.monotonic() < cut_until:  # the outage: checked every second
-            committed = sum(source.committed(files.group, topic).values())
-            assert committed == frozen, "an offset was committed while the target was away"
-            assert committed <= target.count(topic), "an offset was committed past the target"
-            assert mirror.process.poll() is None, mirror.log()
-            time.sleep(1)
-        proxy.restore()
-    finally:
-        acked = stream.stop()
-    try:
-        target.read_values(topic, acked, timeout_s=120)
-        assert mirror.process.poll() is None
-    finally:
-        assert mirror.stop(signal.SIGTERM) == 143, mirror.log()
-        proxy.stop()
 
 
 def test_a_target_away_at_start_is_named_and_a_stop_meanwhile_is_prompt_and_clean(tmp_path, source):
@@ -279,29 +229,6 @@ def test_a_source_topic_deleted_while_mirrored_is_not_created_again(tmp_path, so
     assert "not found in cluster metadata" not in mirror.log()
 
 
-@pytest.mark.needs_kafka_feature("read_committed that hides aborted transactions")
-def test_aborted_transactions_never_reach_the_target(tmp_path, source, target, files):
-    from confluent_kafka import Producer
-
-    topic = source.create_topic("raw-txn", partitions=2)
-    producer = Producer({"bootstrap.servers": source.bootstrap, "transactional.id": unique("txn"),
-                         "linger.ms": 20, "compression.type": "lz4"})
-    producer.init_transactions(30)
-    for name, commit in (("c1", True), ("a1", False), ("c2", True), ("a2", False)):
-        producer.begin_transaction()
-        for i in range(100):
-            producer.produce(topic, f"{name}-{i}".encode(), f"k{i}".encode())
-        producer.flush(30)
-        (producer.commit_transaction if commit else producer.abort_transaction)(30)
-    source.seed(topic, make_records(50, "plain"))
-    mirror = MirrorProcess(mirror_args(files, topic, RAW, "--exit.when.caught.up"), tmp_path / "m.log")
-    assert mirror.wait(90) == 0, mirror.log()
-    rows = target.read_all(topic, **{"isolation.level": "read_uncommitted"})
-    values = [rec.value for _p, _o, rec in rows]
-    assert len(values) == 250 and not any(v.startswith(b"a") for v in values)
-    assert sum(v.startswith(b"c") for v in values) == 200
-
-
 @pytest.mark.needs_kafka_feature("a committed offset set by the admin API")
 def test_a_committed_offset_inside_a_batch(tmp_path, source, target, files):
     from confluent_kafka import TopicPartition as KafkaTopicPartition
@@ -317,38 +244,6 @@ def test_a_committed_offset_inside_a_batch(tmp_path, source, target, files):
     rows = target.read_all(topic, expected=750)
     assert [rec.value for _p, _o, rec in rows] == [r.value for r in records[250:]]  # none before, in order
     assert source.committed(files.group, topic) == {0: 1000}
-
-
-@pytest.mark.needs_kafka_feature("a log cleaner that compacts")
-def test_a_compacted_source_is_mirrored_through_its_offset_holes(tmp_path, source, target, files):
-    """The log cleaner keeps a batch's first and last offsets but drops superseded records from
-    it; Kafka refuses a produced batch whose offsets have holes. Those batches take the record
-    path, in order with the raw batches around them: the target holds the compacted log's
-    records, each once, in order, in the same partitions."""
-    topic = source.create_topic("raw-compacted", partitions=2, config={
-        "cleanup.policy": "compact", "segment.bytes": str(1 << 20),  # Kafka 4's smallest segment
-        "min.cleanable.dirty.ratio": "0.01", "min.compaction.lag.ms": "0"})
-    base_ts = int(time.time() * 1000) - 60_000
-    # Incompressible values, so that 4 MB of lz4 batches roll segments the cleaner may clean; the
-    # last third writes half the keys again, so that batches keep some records and lose others.
-    records = [Rec(f"k{i % (150 if i < 4000 else 75)}".encode(), f"v{i}-".encode() + os.urandom(700),
-                   (("seq", str(i).encode()),), base_ts + i) for i in range(6000)]
-    source.seed(topic, records, **{"compression.type": "lz4", "linger.ms": 20})
-
-    def compacted():
-        rows = per_partition_offsets(source.read_all(topic))
-        return len(rows) == 2 and all(offsets[-1] + 1 > len(offsets) for offsets in rows.values())
-
-    wait_until(compacted, 90, "the source's log cleaner to leave holes in both partitions", step_s=1.0)
-    kept = source.read_all(topic)
-    mirror = MirrorProcess(mirror_args(files, topic, RAW, "--exit.when.caught.up", "--log.level", "DEBUG"),
-                           tmp_path / "m.log")
-    assert mirror.wait(120) == 0, mirror.log()
-    rows = target.read_all(topic, expected=len(kept))
-    assert per_partition(rows) == per_partition(kept)
-    assert "(offset holes (compaction), " in mirror.log()  # the record path's debug line
-    committed = source.committed(files.group, topic)
-    assert committed == {p: offsets[-1] + 1 for p, offsets in per_partition_offsets(kept).items()}
 
 
 @pytest.mark.needs_kafka_feature("message.timestamp.type=LogAppendTime")
@@ -384,13 +279,6 @@ def test_a_log_append_time_source_with_traffic_is_committed_as_it_flows(tmp_path
         mirrored_and_committed(source, target, files.group, topic, acked)
     finally:
         assert mirror.stop(signal.SIGTERM) == 143, mirror.log()
-
-
-def per_partition_offsets(rows) -> Dict[int, List[int]]:
-    out = defaultdict(list)
-    for partition, offset, _rec in sorted(rows, key=lambda row: (row[0], row[1])):
-        out[partition].append(offset)
-    return dict(out)
 
 
 @pytest.mark.needs_own_brokers("the TLS listener and SCRAM users of the test clusters")

@@ -11,6 +11,9 @@ from collections import Counter
 import pytest
 
 from .harness import (
+    MODE_IDS,
+    MODES,
+    RECORDS,
     BackgroundProducer,
     Cluster,
     MirrorProcess,
@@ -49,9 +52,11 @@ class TargetCounter:
 
 
 @pytest.mark.smoke
+@pytest.mark.parametrize("mode", MODES, ids=MODE_IDS)
 @pytest.mark.parametrize("clean", [True, False], ids=["clean-bounce", "hard-bounce"])
-def test_kafka_mirror_maker_system_test_bounce(tmp_path, source, target, report, clean):
-    """tests/kafkatest/tests/core/mirror_maker_test.py::test_bounce, against our CLI."""
+def test_kafka_mirror_maker_system_test_bounce(tmp_path, source, target, report, clean, mode):
+    """tests/kafkatest/tests/core/mirror_maker_test.py::test_bounce, against our CLI, in every
+    mode (in exactly-once, read with read_committed: every acked record once)."""
     topic = unique("topic")
     source.create_topic(name=topic)
     target.create_topic(name=topic)
@@ -59,7 +64,7 @@ def test_kafka_mirror_maker_system_test_bounce(tmp_path, source, target, report,
     # The system test's consumer.properties has no auto.offset.reset: Kafka's default, latest.
     files = mirror_files(tmp_path, source, target, group=group, consumer={"auto.offset.reset": "latest"})
     args = ["--consumer.config", str(files.consumer), "--producer.config", str(files.producer),
-            "--offset.commit.interval.ms", "1000", "--num.streams", "1", f'--whitelist="{topic}"']
+            "--offset.commit.interval.ms", "1000", "--num.streams", "1", f'--whitelist="{topic}"', *mode.args]
     counter = TargetCounter(target, topic)
     mirror = MirrorProcess(args, tmp_path / "mm0.log")
     mirror.wait_for_log("Resetting offset for partition", 30)
@@ -68,7 +73,7 @@ def test_kafka_mirror_maker_system_test_bounce(tmp_path, source, target, report,
         wait_until(lambda: len(stream.acked) > 5, 20, "the producer's first acks")
         wait_until(lambda: counter.poll() >= 1, 60, "a first message on the target")
         if not clean:  # KAFKA-2759: at least one commit before a hard kill
-            wait_until(lambda: source.committed(group, topic), 30, "a first commit")
+            wait_until(lambda: mode.committed(source, target, group, topic), 30, "a first commit")
         for bounce in range(3):
             if clean:
                 assert mirror.stop(signal.SIGTERM, timeout_s=30) == 143, mirror.log()
@@ -87,48 +92,62 @@ def test_kafka_mirror_maker_system_test_bounce(tmp_path, source, target, report,
         missing = set(acked) - set(counter.values)
         assert not missing, f"{len(missing)} acked values missing, e.g. {sorted(missing)[:5]}"
         dups = sum(c - 1 for c in Counter(counter.values).values() if c > 1)
-        report(f"system test bounce ({'clean' if clean else 'hard'}): {len(acked)} acked, "
+        report(f"system test bounce ({'clean' if clean else 'hard'}, {mode.name}): {len(acked)} acked, "
                f"{len(counter.values)} on the target, {dups} duplicates")
+        if mode.exactly_once:
+            assert dups == 0
     finally:
         counter.close()
         assert mirror.stop(signal.SIGTERM) == 143, mirror.log()
 
 
-def _outage(tmp_path, source, target, report, side):
+def _outage(tmp_path, source, target, report, side, mode=RECORDS):
+    """30 s without one side: the mirror keeps running, commits nothing past what the target
+    has, keeps its place in the group (no "Unknown member"), says it is stalled within a status
+    interval, and mirrors everything once the side is back (in exactly-once, each record once)."""
     behind = source if side == "source" else target
     proxy, proxied = behind.proxy(tmp_path, f"{side}-proxy")
     topic = source.create_topic(f"{side}-outage", partitions=2)
     files = mirror_files(tmp_path, proxied if side == "source" else source,
                          proxied if side == "target" else target)
     stream = BackgroundProducer(source, topic, rate=200).start()
-    mirror = MirrorProcess(mirror_args(files, topic, "--offset.commit.interval.ms", "500"),
-                           tmp_path / "m.log")
+    mirror = MirrorProcess(mirror_args(files, topic, *mode.args, "--offset.commit.interval.ms", "500",
+                                       "--status.interval.ms", "5000"), tmp_path / "m.log")
+
+    def committed() -> int:
+        return sum(mode.committed(source, target, files.group, topic).values())
+
     try:
-        wait_until(lambda: sum(source.committed(files.group, topic).values()) > 100, 60,
-                   "commits before the outage")
+        wait_until(lambda: committed() > 100, 60, "commits before the outage")
         proxy.cut()
         cut_until = time.monotonic() + 30
         while time.monotonic() < cut_until:  # the outage itself: 30 s, checked every 2 s
-            committed = sum(source.committed(files.group, topic).values())
-            assert committed <= target.count(topic), "an offset was committed past the target"
+            if side == "target":
+                assert committed() <= target.count(topic), "an offset was committed past the target"
             assert mirror.process.poll() is None, mirror.log()
             time.sleep(2)
+        if side == "target":
+            assert "STALLED" in mirror.log(), "a mirror stuck behind its target says so"
         proxy.restore()
     finally:
         acked = stream.stop()
     try:
-        rows = target.read_values(topic, acked, timeout_s=120)
+        rows = target.read_values(topic, acked, timeout_s=60)  # mirroring resumes within 60 s of the return
         assert mirror.process.poll() is None, "the mirror keeps running through the outage"
-        report(f"{side} outage 30 s: {len(acked)} acked, {len(rows)} on the target, "
+        assert "Unknown member" not in mirror.log(), "a stream waiting for the target keeps its group"
+        report(f"{side} outage 30 s ({mode.name}): {len(acked)} acked, {len(rows)} on the target, "
                f"{duplicates(rows)} duplicates")
+        if mode.exactly_once:
+            assert duplicates(rows) == 0
     finally:
         assert mirror.stop(signal.SIGTERM) == 143, mirror.log()
         proxy.stop()
 
 
 @pytest.mark.needs_own_brokers("cuts the target off through a proxy")
-def test_target_outage_of_30_seconds(tmp_path, source, target, report):
-    _outage(tmp_path, source, target, report, "target")
+@pytest.mark.parametrize("mode", MODES, ids=MODE_IDS)
+def test_target_outage_of_30_seconds(tmp_path, source, target, report, mode):
+    _outage(tmp_path, source, target, report, "target", mode)
 
 
 @pytest.mark.needs_own_brokers("cuts the source off through a proxy")

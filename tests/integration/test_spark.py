@@ -20,8 +20,8 @@ import pytest
 
 from mirror_maker.embedded import die_with_parent, free_port
 
-from .harness import (BackgroundProducer, MirrorProcess, on_tansu, make_records, mirror_args, mirror_files,
-                      values, wait_until)
+from .harness import (MODE_IDS, MODES, RAW, BackgroundProducer, MirrorProcess, on_tansu, make_records, mirror_args,
+                      mirror_files, values, wait_until)
 
 pyspark = pytest.importorskip("pyspark")
 pytestmark = [pytest.mark.spark, pytest.mark.slow,
@@ -65,16 +65,19 @@ def assert_committed_everything(source, files, topic):
     assert committed == dict(per_partition), (committed, per_partition)
 
 
-def test_two_streams_mirror_everything_and_sigterm_exits_143(tmp_path, source, target, files):
+@pytest.mark.parametrize("mode", MODES, ids=MODE_IDS)
+def test_two_streams_mirror_everything_and_sigterm_exits_143(tmp_path, source, target, files, mode):
+    """Two Spark tasks, each one stream of the same engine, in every mode: every record once, its
+    offsets committed, the metrics and the log of both on the driver, 143 on SIGTERM."""
     topic = source.create_topic("spark", partitions=4)
     seeded = make_records(2000, "spark")
-    source.seed(topic, seeded)
+    source.seed(topic, seeded, **{"compression.type": "lz4"})
     port = free_port()
     mirror = spark_mirror(tmp_path, files, topic, "--num.streams", "2", "--metrics.port", str(port),
-                          "--metrics.bind", "127.0.0.1")
+                          "--metrics.bind", "127.0.0.1", *mode.args)
     try:
         target.read_values(topic, [r.value for r in seeded], timeout_s=START_S)
-        wait_until(lambda: sum(source.committed(files.group, topic).values()) == 2000, 30,
+        wait_until(lambda: sum(mode.committed(source, target, files.group, topic).values()) == 2000, 30,
                    "offsets committed for every mirrored record")
         # the driver serves every worker's metrics, labelled by worker
         wait_until(lambda: sum(scrape(port, "mirrormaker_records_acknowledged_total").values()) == 2000, 30,
@@ -91,22 +94,13 @@ def test_two_streams_mirror_everything_and_sigterm_exits_143(tmp_path, source, t
         status = mirror.stop(signal.SIGTERM, timeout_s=90)
     assert status == 143, mirror.log()
     assert "Traceback" not in mirror.log()
-    assert_exactly_once_each(target.read_all(topic, expected=2000), [r.value for r in seeded])
-    assert_committed_everything(source, files, topic)
-
-
-def test_raw_batches_in_spark_mode(tmp_path, source, target, files):
-    """--use.raw.bytes works the same in Spark tasks: every record once, same partitions."""
-    topic = source.create_topic("spark-raw", partitions=4)
-    seeded = make_records(2000, "spark-raw")
-    source.seed(topic, seeded, **{"compression.type": "lz4"})
-    mirror = spark_mirror(tmp_path, files, topic, "--num.streams", "2", "--use.raw.bytes", "--exit.when.caught.up")
-    assert mirror.wait(START_S + 60) == 0, mirror.log()
     rows = target.read_all(topic, expected=2000)
     assert_exactly_once_each(rows, [r.value for r in seeded])
-    source_partitions = {rec.value: p for p, _o, rec in source.read_all(topic)}
-    assert all(source_partitions[rec.value] == p for p, _o, rec in rows)
-    assert_committed_everything(source, files, topic)
+    if mode is RAW:  # batches as they are: the same partitions
+        source_partitions = {rec.value: p for p, _o, rec in source.read_all(topic)}
+        assert all(source_partitions[rec.value] == p for p, _o, rec in rows)
+    if not mode.exactly_once:
+        assert_committed_everything(source, files, topic)
 
 
 def descendants(root: int):

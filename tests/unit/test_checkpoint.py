@@ -17,8 +17,13 @@ TP0, TP1 = TopicPartition("t", 0), TopicPartition("t", 1)
 
 
 class FakeProducer:
+    """The sink a commit flushes."""
+
     def __init__(self, events, flush_ok=True):
         self.events, self.flush_ok = events, flush_ok
+
+    def needs_commit(self):
+        return False
 
     def flush(self, deadline=None):
         self.events.append("flush")

@@ -7,6 +7,7 @@ import pytest
 
 from mirror_maker.config.client_conf import (
     MAX_DELIVERY_TIMEOUT_MS,
+    PRODUCER_DEFAULTS,
     _resolve_ssl,
     build_consumer_conf,
     build_producer_conf,
@@ -231,6 +232,9 @@ def test_shipped_sample_files_are_valid():
                           str(ROOT / "config" / "producer.properties"), "orders.*")
     assert config.consumer["partition.assignment.strategy"] == "roundrobin"
     assert config.batch_size == 500 and not config.sync_send
+    # The producer sample says its no-data-loss settings are the defaults: they are.
+    for key in ("acks", "enable.idempotence", "max.in.flight.requests.per.connection", "message.timeout.ms"):
+        assert str(config.producer[key]) == str(PRODUCER_DEFAULTS[key]), key
 
 
 def test_producer_type_sync_and_bad_value(props):

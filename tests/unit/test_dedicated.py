@@ -16,7 +16,7 @@ from mirror_maker.config.mirror_config import MirrorMakerConfig
 from mirror_maker.config.replication import ReplicationOptions
 from mirror_maker.dedicated import spec
 from mirror_maker.dedicated.flows import RunSettings, plan_flows
-from mirror_maker.dedicated.mm2_file import parse, resolve_config_providers
+from mirror_maker.dedicated.mm2_file import parse
 from mirror_maker.errors import ConfigError, HandlerFailed, ClientFailed, SendFailed
 
 BASE = {"clusters": "A, B, C", "A.bootstrap.servers": "127.0.0.1:1", "B.bootstrap.servers": "127.0.0.1:2",
@@ -135,13 +135,11 @@ def test_what_this_tool_does_not_use_is_one_line_each(caplog):
     parse({**BASE, "A->B.enabled": "true", "topic.filter.class": "com.example.Filter", "A.topics": "x",
            "A.max.poll.records": "5", "A->B.producer.linger.ms": "5", "B.admin.request.timeout.ms": "5",
            "no.such.setting": "1", "offset.storage.replication.factor": "1", "B.group.id": "mm2-workers"})
-    resolve_config_providers({"config.providers": "file"})
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
-    assert len(warnings) == 7, warnings
+    assert len(warnings) == 6, warnings
     for expected in ("topic.filter.class is not supported", "A.topics: MirrorMaker 2 reads topics only at the top "
                      "level or per flow", "use A.consumer.max.poll.records", "A->B.producer.linger.ms",
-                     "B.admin.request.timeout.ms", "no.such.setting is not a MirrorMaker 2 setting",
-                     "config.providers is not supported yet"):
+                     "B.admin.request.timeout.ms", "no.such.setting is not a MirrorMaker 2 setting"):
         assert any(expected in w for w in warnings), expected
     info = [r.getMessage() for r in caplog.records if "Kafka Connect's own settings" in r.getMessage()]
     assert info and "B.group.id, offset.storage.replication.factor" in info[0]
@@ -266,3 +264,24 @@ def test_where_kafka_s_mirror_maker_2_left_a_flow_is_read_from_connect_s_offsets
     planned = flows(**{"A->B.enabled": "true", "B.offset.storage.topic": "mm2-progress"})
     assert planned["A->B"].connect_offsets_topic == "mm2-progress"
     assert planned["C->A"].connect_offsets_topic == "mm2-offsets.C.internal"
+
+
+def test_config_providers_resolve_the_whole_file(tmp_path, monkeypatch):
+    from mirror_maker.dedicated.mm2_file import read_mm2_file
+
+    secrets = tmp_path / "secrets.properties"
+    secrets.write_text("west = 127.0.0.1:9\n")
+    monkeypatch.setenv("MM2_TEST_TOPICS", "orders.*")
+    path = tmp_path / "mm2.properties"
+    path.write_text(f"config.providers = file, env\n"
+                    f"config.providers.file.class = org.apache.kafka.common.config.provider.FileConfigProvider\n"
+                    f"config.providers.env.class = org.apache.kafka.common.config.provider.EnvVarConfigProvider\n"
+                    f"clusters = A, B\nA.bootstrap.servers = ${{file:{secrets}:west}}\n"
+                    f"B.bootstrap.servers = 127.0.0.1:2\nA->B.topics = ${{env:MM2_TEST_TOPICS}}\n")
+    file = read_mm2_file(str(path))
+    assert file.cluster["A"]["bootstrap.servers"] == "127.0.0.1:9" and file.value("topics", "A", "B") == "orders.*"
+    assert "config.providers" not in file.top
+    path.write_text("clusters = A\nA.bootstrap.servers = ${vault:x:y}\nconfig.providers = vault\n"
+                    "config.providers.vault.class = com.example.Vault\n")
+    with pytest.raises(ConfigError, match="com.example.Vault"):
+        read_mm2_file(str(path))

@@ -1,25 +1,21 @@
 """Exactly-once commit rules, with stand-ins for the clients: what a transaction commits and
-where, what aborts it, what counts as mirrored, which stream owns a partition, and when a
-bounded run may call itself caught up."""
+where, what aborts it, what a rollback goes back to, what counts as mirrored, which stream owns a
+partition, and when a bounded run may call itself caught up."""
 
-import re
 
 import pytest
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
-from mirror_maker.config.mirror_config import MirrorMakerConfig
-from mirror_maker.engine.exactly_once import ExactlyOnceThread, TransactionalProducer, _FailureAware
+from mirror_maker.engine.exactly_once import TransactionalProducer, TransactionalSink
 from mirror_maker.engine.state import RunState
 from mirror_maker.errors import ClientFailed
-from mirror_maker.handlers import DefaultMessageHandler
-from mirror_maker.offsets.checkpoint import Checkpoint
+from mirror_maker.ops.metrics import MirrorMetrics
 from mirror_maker.offsets.transactional import (TransactionAborted, TransactionalCommitter, shard_number,
                                                 shard_of, shard_partitions)
-from mirror_maker.ops.metrics import MirrorMetrics
 from mirror_maker.records import TopicPartition
 
-from .test_worker import Committer, Msg, Producer, TargetTopics
+from .stream_parts import Consumer, Msg, mirror, stream
 
 T0, T1 = TopicPartition("t", 0), TopicPartition("t", 1)
 UNREACHABLE = {"bootstrap.servers": "127.0.0.1:1", "log_level": 0, "transactional.id": "g.eos.0"}
@@ -75,10 +71,28 @@ class TxnProducer:
 
 
 class Target:
+    """The target's offsets group: offsets kept under the target topic (here the source's name)."""
+
     group = "g"
+
+    def __init__(self, target_of=lambda topic: topic):
+        self._target_of = target_of
 
     def group_metadata(self):
         return "memberless-group-metadata"
+
+    def key(self, tp):
+        return TopicPartition(self._target_of(tp.topic), tp.partition)
+
+
+class Sink:
+    """What the committer tells the sink, and the refusals it reads."""
+
+    def __init__(self, refusals=(), fatal=None):
+        self.refusals, self.ended, self.fatal = list(refusals), [], fatal
+
+    def transaction_ended(self, committed):
+        self.ended.append(committed)
 
 
 class Source:
@@ -93,32 +107,56 @@ class Source:
 
 
 def test_a_commit_sends_the_offsets_into_the_transaction_naming_the_writer_then_commits_and_begins_the_next():
-    producer, source = TxnProducer(), Source()
-    committer = TransactionalCommitter(producer, Target(), source, "g.eos.0")
+    producer, source, sink = TxnProducer(), Source(), Sink()
+    committer = TransactionalCommitter(producer, Target(), source, "g.eos.0", sink)
     assert committer.commit({T0: 7, T1: 3}) == {T0: 7, T1: 3}
     assert producer.calls == [("send_offsets", [("t", 0, 7, "g.eos.0"), ("t", 1, 3, "g.eos.0")],
                                "memberless-group-metadata"), ("commit",), ("begin",)]
     assert source.commits == [[("t", 0, 7), ("t", 1, 3)]]  # after the transaction, for lag monitoring
+    assert sink.ended == [True]
+
+
+def test_offsets_are_kept_under_the_target_topic_because_a_group_may_only_name_its_cluster_s_topics():
+    """Kafka 4's group coordinator refuses offsets of a topic the target does not have
+    (UNKNOWN_TOPIC_OR_PARTITION): with a replication policy, the source topic's name."""
+    producer, source = TxnProducer(), Source()
+    committer = TransactionalCommitter(producer, Target(lambda topic: f"src.{topic}"), source, "g.eos.0", Sink())
+    committer.commit({T0: 7})
+    assert producer.calls[0] == ("send_offsets", [("src.t", 0, 7, "g.eos.0")], "memberless-group-metadata")
+    assert source.commits == [[("t", 0, 7)]]  # the source group keeps the source's names
+
+
+def test_two_source_topics_going_to_one_target_topic_cannot_share_its_offsets():
+    from mirror_maker.offsets.transactional import TargetOffsets
+
+    offsets = TargetOffsets({"bootstrap.servers": "127.0.0.1:1", "log_level": 0}, "g", "c", lambda topic: "merged")
+    try:
+        assert offsets.key(T0) == TopicPartition("merged", 0)
+        with pytest.raises(ClientFailed, match="t and u both go to merged"):
+            offsets.key(TopicPartition("u", 0))
+    finally:
+        offsets.close()
 
 
 def test_the_source_commit_is_best_effort():
-    committer = TransactionalCommitter(TxnProducer(), Target(), Source(fail=True), "g.eos.0")
+    committer = TransactionalCommitter(TxnProducer(), Target(), Source(fail=True), "g.eos.0", Sink())
     assert committer.commit({T0: 7}) == {T0: 7}
 
 
 @pytest.mark.parametrize("error", [KafkaError(KafkaError._TIMED_OUT, txn_requires_abort=True),
                                    KafkaError(KafkaError.COORDINATOR_NOT_AVAILABLE, retriable=True)])
 def test_a_commit_that_fails_aborts_the_transaction(error):
-    producer = TxnProducer(fail={"commit": error})
-    committer = TransactionalCommitter(producer, Target(), Source(), "g.eos.0")
+    producer, sink = TxnProducer(fail={"commit": error}), Sink()
+    committer = TransactionalCommitter(producer, Target(), Source(), "g.eos.0", sink)
     with pytest.raises(TransactionAborted):
         committer.commit({T0: 7})
-    assert [c[0] for c in producer.calls] == ["send_offsets", "commit", "abort"]
+    assert [c[0] for c in producer.calls] == ["send_offsets", "commit", "abort", "begin"]
+    assert sink.ended == [False]
 
 
 def test_a_fenced_producer_is_one_line_naming_its_transactional_id():
     producer = TxnProducer(fail={"send_offsets": KafkaError(KafkaError.PRODUCER_FENCED, fatal=True)})
-    committer = TransactionalCommitter(producer, Target(), Source(), "g.eos.3")
+    committer = TransactionalCommitter(producer, Target(), Source(), "g.eos.3", Sink())
     with pytest.raises(ClientFailed, match="fenced: another mirror with the same group took over "
                                            "transactional.id g.eos.3"):
         committer.commit({T0: 7})
@@ -127,13 +165,98 @@ def test_a_fenced_producer_is_one_line_naming_its_transactional_id():
 
 def test_a_refused_record_aborts_instead_of_committing():
     producer = TxnProducer()
-
-    class Refused:
-        failures = ["Error when sending message ...: Broker: Message size too large"]
-
+    committer = TransactionalCommitter(producer, Target(), Source(), "g.eos.0",
+                                       Sink(["Error when sending message ...: Broker: Message size too large"]))
     with pytest.raises(TransactionAborted, match="Message size too large"):
-        _FailureAware(TransactionalCommitter(producer, Target(), Source(), "g.eos.0"), Refused()).commit({T0: 7})
-    assert producer.calls == [("abort",)]
+        committer.commit({T0: 7})
+    assert producer.calls == [("abort",), ("begin",)]
+
+
+@pytest.mark.parametrize("state, unusable", [("CompleteAbort", True), ("PrepareAbort", True), ("Empty", False),
+                                             ("Ongoing", False), (None, False)])
+def test_a_fence_is_the_coordinator_s_own_abort_only_if_it_shows_an_abort_as_the_last_thing(state, unusable):
+    """The coordinator aborts a transaction open past transaction.timeout.ms (through a target
+    outage) and bumps the epoch; librdkafka reports that as a fence too. Only a new owner of the
+    transactional.id leaves it Empty or Ongoing: that one is a fence, and stops the run."""
+    from mirror_maker.offsets.transactional import ProducerUnusable
+
+    fenced = KafkaError(KafkaError._FENCED, "Producer attempted an operation with an old epoch", fatal=True)
+    committer = TransactionalCommitter(TxnProducer(), Target(), Source(), "g.eos.0", Sink(fatal=fenced),
+                                       states=lambda transactional_id: state)
+    with pytest.raises(ProducerUnusable if unusable else ClientFailed) as raised:
+        committer.commit({T0: 7})
+    if not unusable:
+        assert "fenced: another mirror with the same group took over transactional.id g.eos.0" in str(raised.value)
+
+
+def test_a_transactional_call_that_does_not_return_in_time_makes_the_producer_unusable(monkeypatch):
+    """librdkafka's send_offsets_to_transaction waited for ever on a replaced broker handle."""
+    import threading
+
+    from mirror_maker.offsets import transactional
+    from mirror_maker.offsets.transactional import ProducerUnusable
+
+    monkeypatch.setattr(transactional, "CALL_GRACE_S", 0.1)
+    released = threading.Event()
+    producer = TxnProducer()
+    producer.commit_transaction = lambda timeout: released.wait(10)
+    committer = TransactionalCommitter(producer, Target(), Source(), "g.eos.0", Sink())
+    try:
+        with pytest.raises(ProducerUnusable, match="commit_transaction did not return"):
+            committer.commit({T0: 7}, deadline=__import__("time").monotonic() + 0.2)
+    finally:
+        released.set()
+
+
+def test_an_unusable_producer_is_replaced_retrying_until_the_target_answers(monkeypatch):
+    import logging
+
+    import mirror_maker.engine.exactly_once as eos
+    from mirror_maker.offsets.transactional import ProducerUnusable
+
+    monkeypatch.setattr(eos, "RENEW_RETRY_S", 0.01)
+
+    class Old:
+        failures, fatal = ["refused before"], None
+        abandoned = False
+
+        def abandon(self):
+            Old.abandoned = True
+
+        def acknowledged(self):
+            return 40
+
+    class New:
+        def __init__(self):
+            self.carried = None
+
+        def carry_over(self, old):
+            self.carried = old.acknowledged()
+
+    attempts, used = [], []
+
+    def start_new():
+        attempts.append(1)
+        if len(attempts) < 3:
+            raise ClientFailed("cannot start its transactional producer g.eos.0: Local: Timed out")
+        return New()
+
+    sink = TransactionalSink(Old(), MirrorMetrics(), logging.getLogger("t"), RunState(), start_new, used.append)
+    assert sink.rolled_back(ProducerUnusable("the coordinator aborted it")) == []  # no refusal: nothing to track
+    assert Old.abandoned and len(attempts) == 3 and used == [sink.producer] and sink.producer.carried == 40
+
+
+def test_closing_aborts_what_is_still_open_so_read_committed_readers_are_not_held():
+    """A stream that fails (or stops before its final commit) left its transaction open: readers
+    of the target waited transaction.timeout.ms for it."""
+    producer, target = TxnProducer(), Target()
+    closed = []
+    target.close = lambda: closed.append(True)
+    TransactionalCommitter(producer, target, Source(), "g.eos.0", Sink()).close(None)
+    assert producer.calls == [("abort",)] and closed == [True]
+    fenced = TxnProducer(fail={"abort": KafkaError(KafkaError.PRODUCER_FENCED, fatal=True)})
+    TransactionalCommitter(fenced, target, Source(), "g.eos.0", Sink()).close(None)  # no raise: nothing to abort
+    assert closed == [True, True]
 
 
 # -- the stream's producer ------------------------------------------------------------------
@@ -170,91 +293,170 @@ def test_only_committed_transactions_count_as_mirrored_and_purged_records_do_not
         producer.close(None)
 
 
+# -- the stream with a transaction --------------------------------------------------------------
+
+class Transactional:
+    """A committer whose commit is a transaction: it may roll back (``abort_next``)."""
+
+    makes_visible = True
+
+    def __init__(self, events, sink=None):
+        self.events, self.abort_next, self.sink = events, None, sink
+
+    def commit(self, offsets, deadline=None):
+        if self.sink is not None and self.sink.refusals and not self.abort_next:
+            self.abort_next = self.sink.refusals[0]
+        if self.abort_next:
+            reason, self.abort_next = self.abort_next, None
+            self.events.append(("aborted", dict(offsets)))
+            raise TransactionAborted(reason)
+        self.events.append(("commit", dict(offsets)))
+        if self.sink is not None:
+            self.sink.transaction_ended(True)
+        return dict(offsets)
+
+    def close(self, deadline):
+        pass
+
+
+class TxnRecordingProducer:
+    """The stand-in producer with what a transactional sink asks of its producer."""
+
+    def __init__(self, inner):
+        self.__dict__["_inner"] = inner
+        self.__dict__["failures"] = []
+        self.__dict__["fatal"] = None
+        self.__dict__["ended"] = []
+
+    def __getattr__(self, name):
+        return getattr(self._inner, name)
+
+    def __setattr__(self, name, value):
+        setattr(self._inner, name, value)
+
+    def in_transaction(self):
+        return 0
+
+    def transaction_ended(self, committed):
+        self.ended.append(committed)
+
+    def acknowledged(self):
+        return 0
+
+    def __len__(self):
+        return 0
+
+
+def eos_stream(exit_when_caught_up=True, abort=False, consumer=None, remote=str, **producer_kwargs):
+    """A stream with exactly-once's commit rules: a transactional committer and sink."""
+    from dataclasses import replace
+
+    from .stream_parts import config
+
+    conf = replace(config(**{"auto.offset.reset": "latest"}), exactly_once=True,
+                   exit_when_caught_up=exit_when_caught_up, abort_on_send_failure=abort)
+    committer = Transactional(None)
+    worker, producer, events = stream(conf=conf, consumer=consumer, committer=committer, remote=remote,
+                                      producer_kwargs=producer_kwargs)
+    sink = TransactionalSink(TxnRecordingProducer(producer), worker._metrics, worker.log, worker._state, None, None,
+                             abort)
+    committer.events, committer.sink = events, sink
+    worker.parts.sink = sink
+    worker.parts.source._tracker = lambda: sink.tracker
+    worker.checkpoint._sink = sink
+    return worker, producer, events, sink
+
+
+def test_a_rollback_goes_back_to_where_each_partition_started_not_to_auto_offset_reset():
+    """A new mirror's first transaction aborts: a partition with no offset on the target went to
+    auto.offset.reset again (the end, with latest) and everything before it was never mirrored."""
+    consumer = Consumer(committed={0: 12}, watermarks=(3, 50))
+    worker, producer, events, sink = eos_stream(consumer=consumer)
+    worker.assigned.clear()
+    worker.parts.membership._on_assign(consumer, [KafkaTopicPartition("t", 0), KafkaTopicPartition("t", 1)])
+    worker.commit()  # T1's start (50) is made durable: a transaction of its own
+    consumer._watermarks = (3, 80)  # more arrived meanwhile; a reset would jump to 80
+    mirror(worker, [Msg("t", 0, 12), Msg("t", 1, 50), Msg("t", 1, 51)])
+    worker.parts.committer.abort_next = "the transaction's commit failed: Broker: Request timed out"
+    assert not worker.commit()
+    assert ("seek", 0, 12) in consumer.calls and ("seek", 1, 50) in consumer.calls
+    assert worker.positions == {T0: 12, T1: 50} and worker.checkpoint.pending == {}
+
+
+def test_a_refused_record_with_abort_false_is_tracked_named_by_the_policy_counted_and_skipped():
+    """After the rollback each record goes with its own callback; the refused one is counted and
+    skipped, the rest goes to the policy's topic, bytes counted."""
+    worker, producer, events, sink = eos_stream(remote=lambda topic: f"a.{topic}", reject_at=1)
+    worker.checkpoint.started({T0: 0, T1: 0})
+    sink.refusals.append("Broker: Message size too large")
+    worker.commit()  # the transaction with the refusal rolls back; records go one by one now
+    assert sink.tracking and worker._metrics.totals()["dropped"] == 0
+    mirror(worker, [Msg("t", 0, 0, b"aa"), Msg("t", 0, 1, b"too large"), Msg("t", 0, 2, b"cc")])
+    assert [sent[0] for sent in producer.sent] == ["a.t", "a.t"]  # the second one rejected locally, not queued
+    assert sink.refusals and (T0, 1) in sink.tracker.refused
+    assert worker._metrics.totals()["bytes"] == 2 + 9 + 2
+    worker.commit()  # rolled back again, then the same records without the refused one
+    producer.sent.clear()
+    mirror(worker, [Msg("t", 0, 0, b"aa"), Msg("t", 0, 1, b"too large"), Msg("t", 0, 2, b"cc")])
+    assert [sent[1] for sent in producer.sent] == [b"aa", b"cc"]
+    assert worker.commit() and events[-1] == ("commit", {T0: 3})
+    assert not sink.tracking and worker._metrics.totals()["filtered"] == 0
+
+
+def test_a_refused_record_with_abort_true_stops_the_run_naming_it_once_tracking_found_it():
+    """As in record mode, the one line names the source record: the rollback mirrors the range
+    again one record at a time, and the record refused again stops the run, nothing committed."""
+    worker, producer, events, sink = eos_stream(abort=True, reject_at=1)
+    worker.checkpoint.started({T0: 0})
+    sink.refusals.append("Error when sending message from a source partition ...: Broker: Message size too large")
+    assert not worker.commit()
+    assert not worker._state.failed and sink.tracking
+    mirror(worker, [Msg("t", 0, 0, b"aa"), Msg("t", 0, 1, b"too large"), Msg("t", 0, 2, b"cc")])
+    assert worker._state.failed
+    assert str(worker._state.failure).startswith("Error when sending message from t-0 offset 1 to topic t:")
+    assert not worker.commit() and ("commit", {T0: 3}) not in events
+
+
 # -- caught up means committed ----------------------------------------------------------------
 
-class Positions:
-    """The consumer's position and the last fetch's high watermark, per partition."""
-
-    def __init__(self, positions, high):
-        self._positions, self._high = positions, high
-
-    def position(self, partitions):
-        return [KafkaTopicPartition(p.topic, p.partition, self._positions[p.partition]) for p in partitions]
-
-    def get_watermark_offsets(self, tp, timeout=None, cached=False):
-        return 0, self._high
-
-
-def eos_thread(exit_when_caught_up=True):
-    events = []
-    state = RunState(shutdown_timeout_s=5)
-    producer = Producer(state, events)
-    config = MirrorMakerConfig(consumer={"group.id": "g", "bootstrap.servers": "h:1"},
-                               producer={"bootstrap.servers": "h:2"}, include=re.compile("t"),
-                               exactly_once=True, exit_when_caught_up=exit_when_caught_up)
-    worker = ExactlyOnceThread(0, config, producer, DefaultMessageHandler(), None, state, None, TargetTopics(),
-                               MirrorMetrics())
-    worker.assigned.update([T0, T1])
-    worker._checkpoint = Checkpoint(producer, Committer(events), state, 60000, owned=worker.assigned.__contains__)
-    worker._consumer = Positions({0: 10, 1: 4}, 10)
-    return worker
-
-
 def test_a_partition_read_to_its_end_is_not_at_its_end_until_its_transaction_committed():
-    worker = eos_thread()
-    worker._mirror([Msg("t", 0, 9)])
-    worker._consumer = Positions({0: 10, 1: 10}, 10)
+    consumer = Consumer(watermarks=(0, 10), positions={0: 9, 1: 10})
+    worker, producer, events, sink = eos_stream(consumer=consumer)
+    mirror(worker, [Msg("t", 0, 9)])
+    consumer.positions = {0: 10, 1: 10}
     worker.update_lag()
     assert worker.at_end == {T1}  # T0's last record is in the open transaction
     assert worker._commit_now  # every partition was read to its end: commit without waiting
-    worker._checkpoint.pending.clear()  # committed
+    worker.commit()
     worker.update_lag()
     assert worker.at_end == {T0, T1}
 
 
 def test_without_exit_when_caught_up_the_commit_interval_decides():
-    worker = eos_thread(exit_when_caught_up=False)
-    worker._mirror([Msg("t", 0, 9)])
-    worker._consumer = Positions({0: 10, 1: 10}, 10)
+    consumer = Consumer(watermarks=(0, 10), positions={0: 10, 1: 10})
+    worker, producer, events, sink = eos_stream(exit_when_caught_up=False, consumer=consumer)
+    mirror(worker, [Msg("t", 0, 9)])
     worker.update_lag()
     assert not worker._commit_now
 
 
-class LastBatch(Positions):
-    """Serves one batch that reads every partition to its end, then the run stops."""
-
-    def __init__(self, events, state, batch):
-        super().__init__({0: 4, 1: 4}, 10)
-        self.events, self.state, self.batch = events, state, batch
-
-    def consume(self, num_messages, timeout):
-        self.events.append("consume")
-        if not self.batch:
-            self.state.request_stop()
-            return []
-        batch, self.batch = self.batch, []
-        self._positions = {0: 10, 1: 10}
-        return batch
-
-
-class Transactions:
-    failures = ()
-
-    def serve(self):
-        pass
-
-    def transaction_ended(self, committed):
-        pass
-
-
 def test_a_bounded_run_commits_in_the_round_whose_short_batch_read_everything():
     """Not after the lag timer and another consume: the records are visible only once committed."""
-    worker = eos_thread()
-    events = worker._checkpoint._committer.events
-    worker._consumer = LastBatch(events, worker._state, [Msg("t", 0, 9), Msg("t", 1, 9)])
-    worker._follow_shard = lambda: None
-    worker._txp = Transactions()
+    consumer = Consumer(watermarks=(0, 10), positions={0: 4, 1: 4})
+    worker, producer, events, sink = eos_stream(consumer=consumer)
+    rounds = []
+
+    def consume(num_messages, timeout):
+        rounds.append("consume")
+        events.append("consume")
+        if len(rounds) > 1:
+            worker._state.request_stop()
+            return []
+        consumer.positions = {0: 10, 1: 10}
+        return [Msg("t", 0, 9), Msg("t", 1, 9)]
+
+    consumer.consume = consume
+    worker.parts.membership.follow = lambda: True
     worker._next_lag_update = float("inf")  # the timer would not look at the lag in this round
     worker._loop()
-    commit = events.index(("commit", {T0: 10, T1: 10}))
-    assert events[:commit].count("consume") == 1, events
+    assert events[:3] == ["consume", "flush", ("commit", {T0: 10, T1: 10})]  # committed in the first round

@@ -70,6 +70,25 @@ def test_grafana_dashboard_uses_only_exported_metrics():
     assert used and used <= exported, used - exported
 
 
+def test_grafana_dashboard_groups_only_by_labels_its_metrics_have():
+    """A ``sum by (topic)`` of a metric without that label draws one unlabelled line."""
+    metrics = MirrorMetrics(clock=lambda: 1000.0)
+    metrics.consumed(TP, 3, 300, 10.0, 30.0, 60.0, 3)
+    metrics.ack_delay_ms = (4.0, 20.0, 8.0)
+    metrics.set_lag(TP, 7)
+    metrics.rebalanced("assigned")
+    metrics.committed(0.02)
+    labels = {}
+    for name, names in re.findall(r"^(mirrormaker_\w+?)(?:\{([^}]*)\})? ", exposition(metrics), re.M):
+        labels.setdefault(name, set()).update(re.findall(r"(\w+)=", names))
+    dashboard = json.loads((ROOT / "config" / "grafana-dashboard.json").read_text())
+    for target in (t for panel in dashboard["panels"] for t in panel["targets"]):
+        for grouped, inner in re.findall(r"by \(([\w, ]+)\) \((.*)\)", target["expr"]):
+            metric = re.search(r"\b(mirrormaker_\w+)", inner).group(1)
+            wanted = {label.strip() for label in grouped.split(",")}
+            assert wanted <= labels[metric], f"{target['expr']}: {metric} has {sorted(labels[metric])}"
+
+
 def thread(assigned, at_end, rebalanced=True):
     return SimpleNamespace(assigned=set(assigned), at_end=set(at_end), rebalanced=rebalanced)
 
@@ -113,6 +132,27 @@ def test_status_line(caplog):
     now[0] = 10.0
     status.tick()
     assert "Status: 50.0 records/s, 0.20 MB/s, lag 42, dropped 0, 1 partitions assigned" in caplog.text
+
+
+def test_the_status_line_says_how_long_the_target_has_been_unreachable(caplog):
+    from confluent_kafka import KafkaError
+
+    from mirror_maker.clients.client_errors import ClientErrors
+
+    metrics = MirrorMetrics()
+    errors = metrics.cluster_errors["target"] = ClientErrors("target", "t:9092", state=None)
+    status = reporter(metrics, [thread([TP], [])], 0)
+    status.log_line()
+    assert "unreachable" not in caplog.text
+    errors(KafkaError(KafkaError._ALL_BROKERS_DOWN, "1/1 brokers are down"))
+    assert "ERROR" in caplog.text and "Cannot reach the target cluster at t:9092" in caplog.text
+    status.log_line()
+    assert "waiting for the target, the target cluster unreachable for 0 s" in caplog.text
+    assert combine([snapshot(metrics, []), {}])["unreachable"].keys() == {"target"}  # a Spark driver's line too
+    errors.brokers_seen({"brokers": {"t:9092/1": {"state": "DOWN"}}})
+    assert errors.unreachable_for() is not None
+    errors.brokers_seen({"brokers": {"t:9092/1": {"state": "UP"}}})
+    assert errors.unreachable_for() is None and "The target cluster at t:9092 is reachable again" in caplog.text
 
 
 def test_notify_sends_a_datagram(tmp_path, monkeypatch):

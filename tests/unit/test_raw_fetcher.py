@@ -29,10 +29,12 @@ class ScriptedSource(ScriptedBroker):
         self.fetches.append((asked, future))
         return future
 
-    def answer(self, index: int, records: bytes = b"", error: int = 0, high: int = 100, aborted=()) -> None:
+    def answer(self, index: int, records: bytes = b"", error: int = 0, high: int = 100, aborted=(),
+               stable: int = None) -> None:
         asked, future = self.fetches[index]
         future.success(SimpleNamespace(responses=[SimpleNamespace(topic=topic, partitions=[SimpleNamespace(
             partition_index=partition, error_code=error, high_watermark=high, records=records,
+            last_stable_offset=high if stable is None else stable,
             aborted_transactions=[SimpleNamespace(producer_id=p, first_offset=o) for p, o in aborted])])
             for topic, partition in asked]))
 
@@ -56,7 +58,7 @@ def test_whole_batches_are_forwarded_and_the_position_moves_past_them():
     data = batch(0, 3, attributes=3) + batch(3, 2, attributes=3)
     source.answer(0, data, high=5)
     assert steps(raw) == [(0, 2, "batch"), (3, 4, "batch")]
-    assert raw.positions[TP] == 5 and raw.high_watermarks[TP] == 5
+    assert raw.positions[TP] == 5 and raw.ends[TP] == 5
     assert raw.buffered_bytes == len(data)
     for item in list(raw.work[TP]):
         raw.taken(item)
@@ -71,7 +73,9 @@ def test_a_position_inside_a_batch_sends_the_rest_of_it_through_the_record_path(
     assert raw.work[TP][0].reason == "a position inside the batch"
 
 
-def test_read_committed_skips_aborted_batches_and_markers_read_uncommitted_forwards_them():
+def test_read_committed_skips_aborted_batches_and_markers_read_uncommitted_forwards_the_data_never_a_marker():
+    """Kafka refuses a control batch from a producer (INVALID_RECORD): forwarded, it stopped the
+    stream with 255 at every restart."""
     data = (batch(0, 2, attributes=0x10, producer_id=9) + control(2, 9, commit=False)
             + batch(3, 2) + batch(5, 1, attributes=0x10, producer_id=4) + control(6, 4, commit=True))
     raw, source = fetcher()
@@ -82,7 +86,77 @@ def test_read_committed_skips_aborted_batches_and_markers_read_uncommitted_forwa
     raw, source = fetcher(read_committed=False)
     raw.fetch(0)
     source.answer(0, data, aborted=[(9, 0)])
-    assert [kind for *_range, kind in steps(raw)] == ["batch", "batch", "batch", "batch", "batch"]
+    assert [kind for *_range, kind in steps(raw)] == ["batch", "skip", "batch", "batch", "skip"]
+    assert raw.positions[TP] == 7
+
+
+def test_the_end_is_the_last_stable_offset_under_read_committed_and_the_high_watermark_otherwise():
+    """An open source transaction holds a read_committed reader at the last stable offset: the
+    lag must not count what it cannot read yet (--exit.when.caught.up waited it out)."""
+    for read_committed, end in ((True, 3), (False, 9)):
+        raw, source = fetcher(read_committed=read_committed)
+        raw.fetch(0)
+        source.answer(0, batch(0, 3), high=9, stable=3)
+        assert raw.ends[TP] == end
+
+
+def test_a_legacy_compressed_message_set_is_a_range_from_the_position_not_from_its_wrapper_offset():
+    """A compressed magic 0/1 wrapper carries its last inner record's offset: tracked from there,
+    the records before it were skipped and the commit passed them."""
+    import struct
+
+    from kafka.record.legacy_records import LegacyRecordBatchBuilder
+
+    builder = LegacyRecordBatchBuilder(magic=1, compression_type=LegacyRecordBatchBuilder.CODEC_GZIP, batch_size=1 << 20)
+    for i in range(3):
+        builder.append(i, timestamp=1000 + i, key=b"k", value=b"v%d" % i)  # relative offsets 0..2
+    wrapper = bytes(builder.build())
+    wrapper = struct.pack(">q", 12) + wrapper[8:]  # as the broker stores it: offsets 10..12
+    single = LegacyRecordBatchBuilder(magic=1, compression_type=0, batch_size=1 << 20)
+    single.append(0, timestamp=2000, key=b"k", value=b"v13")
+    plain = struct.pack(">q", 13) + bytes(single.build())[8:]
+    raw, source = fetcher(position=10)
+    raw.fetch(0)
+    source.answer(0, wrapper + plain)
+    assert steps(raw) == [(10, 13, "records")]  # one range: the wrapper's three records and the next one
+    (item,) = raw.work[TP]
+    assert item.reason == "magic 1" and item.read_from == 10 and item.expected is None
+    assert raw.positions[TP] == 14
+
+
+def test_a_corrupt_batch_is_fetched_again_and_one_corrupt_on_the_source_fails_the_run():
+    good, bad = batch(0, 2), bytearray(batch(2, 2))
+    bad[-1] ^= 0xFF  # a record byte: the stored CRC no longer matches
+    raw, source = fetcher()
+    for attempt in range(3):
+        raw.fetch(0)
+        source.answer(attempt, (good if attempt == 0 else b"") + bytes(bad))
+        if attempt == 0:
+            assert steps(raw) == [(0, 1, "batch")] and raw.positions[TP] == 2  # the good one goes on
+            raw.taken(raw.work[TP].popleft())
+        assert raw.positions[TP] == 2
+    assert raw._state.failed
+    assert "the batch of src-0 offsets 2..3 is corrupt on the source" in str(raw._state.failure)
+
+
+def test_range_counts_say_how_many_records_the_record_path_must_see():
+    raw, source = fetcher(position=2)
+    raw.fetch(0)
+    # A start inside a batch, then two compacted batches (holes) in a row: two ranges.
+    source.answer(0, batch(0, 5) + batch(5, 2, last_delta=3) + batch(9, 1, last_delta=4))
+    first, second = raw.work[TP]
+    assert (first.first, first.last, first.read_from, first.expected) == (2, 4, 0, 5)
+    assert (second.first, second.last, second.read_from, second.expected) == (5, 13, 5, 3)
+
+
+def test_fetching_pauses_while_too_many_batches_wait_for_the_target():
+    from mirror_maker.shallow.fetcher import BUFFER_BATCHES
+
+    raw, source = fetcher()
+    raw.fetch(0, pending_batches=BUFFER_BATCHES)
+    assert source.fetches == []
+    raw.fetch(0, pending_batches=BUFFER_BATCHES - 1)
+    assert len(source.fetches) == 1
 
 
 def test_batches_raw_mode_cannot_forward_take_the_record_path_in_order():
@@ -155,7 +229,7 @@ def test_errors_a_moved_leader_refreshes_metadata_an_offset_out_of_range_is_rese
     assert source.refreshes == 1 and raw.positions[TP] == 50 and not raw.out_of_range
     raw.fetch(0)
     source.answer(1, error=1)  # OFFSET_OUT_OF_RANGE
-    assert raw.out_of_range == {TP} and raw.positions[TP] == 50
+    assert raw.out_of_range == {TP: 50} and raw.positions[TP] == 50
 
 
 def test_an_answer_for_a_position_that_moved_meanwhile_is_dropped():

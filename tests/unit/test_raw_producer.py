@@ -239,6 +239,6 @@ def test_kafka_python_is_not_imported_with_the_mirror():
     import subprocess
     import sys
 
-    code = ("import sys, mirror_maker.cli.command, mirror_maker.engine.runner, mirror_maker.shallow.worker; "
+    code = ("import sys, mirror_maker.cli.command, mirror_maker.engine.runner, mirror_maker.engine.modes, mirror_maker.shallow.raw_source; "
             "print(sorted(m for m in sys.modules if m == 'kafka' or m.startswith('kafka.')))")
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout == "[]\n"

@@ -11,19 +11,24 @@ import time
 
 import pytest
 
+from mirror_maker.engine.copier import RecordCopier
+from mirror_maker.engine.membership import GroupMembership
+from mirror_maker.engine.modes import consumer_conf
+from mirror_maker.engine.parts import Parts, Shared
+from mirror_maker.engine.positions import ResetPolicy, StartPositions
 from mirror_maker.engine.state import RunState
+from mirror_maker.engine.stream import Stream
 from mirror_maker.errors import HandlerFailed
 from mirror_maker.handlers import RawBatchHandler
-from mirror_maker.offsets.checkpoint import Checkpoint
 from mirror_maker.ops.metrics import MirrorMetrics
 from mirror_maker.records import TopicPartition
-from mirror_maker.shallow import worker as shallow_worker
+from mirror_maker.shallow import raw_source as shallow_worker
 from mirror_maker.shallow.fetcher import RawFetcher
-from mirror_maker.shallow.worker import RawMirrorThread
+from mirror_maker.shallow.raw_source import RawSink, RawSource
 
+from .stream_parts import Committer, Msg, Producer, Subscription, TargetTopics, config
 from .test_raw_batches import batch
 from .test_raw_fetcher import ScriptedSource
-from .test_worker import Committer, Msg, Producer, TargetTopics, config
 
 TP = TopicPartition("src", 0)
 
@@ -75,6 +80,15 @@ class RawProducer:
     def send(self, target, partition, batch, source):
         self.sent.append((target, partition, batch.base_offset, batch.last_offset))
 
+    def pending(self):
+        return 0
+
+    def pump(self):
+        pass
+
+    def drop_source(self, tp):
+        pass
+
 
 class ScriptedNet:
     """The stream's network poll: answers the source's next fetch with the next planned answer."""
@@ -94,23 +108,30 @@ def no_next_answer_wait(monkeypatch):
     monkeypatch.setattr(shallow_worker, "NEXT_RANGE_WAIT_S", 0.0)
 
 
-def stream(records_at, handler=None, **producer_kwargs):
-    """A raw stream assigned src-0, fed by a scripted source; returns (stream, source, producer)."""
+def stream(records_at, handler=None, conf=None, **producer_kwargs):
+    """A raw stream assigned src-0, fed by a scripted source; returns (raw source, scripted source,
+    record producer). The stream is ``raw._stream``."""
     events = []
+    conf = conf or config()
     state = RunState(shutdown_timeout_s=5)
     producer = Producer(state, events, **producer_kwargs)
-    worker = RawMirrorThread(0, config(), producer, handler or RawBatchHandler(), None, state, None, TargetTopics(),
-                             MirrorMetrics())
-    worker.assigned.add(TP)
-    worker._checkpoint = Checkpoint(producer, Committer(events), state, 1000, metrics=worker._metrics,
-                                    owned=worker.assigned.__contains__)
-    worker._consumer = SourceConsumer(records_at)
-    worker._raw = RawProducer()
+    metrics = MirrorMetrics()
+    handler = handler or RawBatchHandler()
+    shared = Shared(conf, producer, handler, None, state, Subscription(), TargetTopics(), metrics)
+    worker = Stream(0, None, shared)
+    consumer = SourceConsumer(records_at)
+    membership = GroupMembership(worker, consumer, shared.subscription, False, 500, False)
+    copier = RecordCopier(handler, producer, str, state, metrics, conf.sync_send, on_error=worker.consume_error)
     source = ScriptedSource()
-    worker._fetcher = RawFetcher(source, state, 1)
-    worker._fetcher.assign(TP, 0)
-    worker._net = ScriptedNet(source)
-    return worker, source, producer
+    fetcher = RawFetcher(source, state, 1)
+    fetcher.assign(TP, 0)
+    raw_producer = RawProducer()
+    raw = RawSource(worker, consumer, membership, copier, fetcher, raw_producer, ScriptedNet(source), state, metrics,
+                    handler, str, worker.targets_of, shared.target_topics.max_message_bytes, conf.sync_send)
+    starts = StartPositions(ResetPolicy("earliest"), lambda tps: {}, lambda tp: (0, 0), False, True)
+    worker.attach(Parts(membership, raw, RawSink(raw_producer, producer), Committer(events), starts))
+    worker.assigned.add(TP)
+    return raw, source, producer
 
 
 def test_a_compacted_range_is_mirrored_exactly_and_the_raw_path_takes_the_next_batch_as_it_is():
@@ -123,14 +144,14 @@ def test_a_compacted_range_is_mirrored_exactly_and_the_raw_path_takes_the_next_b
     worker._forward = lambda tp, item: sent_raw.append((item.first, item.last))
     worker._hand_over()  # the range
     assert [value for _t, value, *_rest in producer.sent] == [b"v0", b"v3", b"v8"]  # not 10, 11
-    assert producer.produced == 3 and worker._metrics.fallbacks == {"offset holes (compaction)": 3}
+    assert producer.produced == 3 and worker._stream._metrics.fallbacks == {"offset holes (compaction)": 3}
     assert worker._consumer.calls == [("resume", [(0, 0)]), ("seek", 0), ("watermarks", False), ("pause", [0])]
     assert worker._raw.flushed_for == [[("src", 0)]]  # the raw producer drained for the partition first
-    assert worker._checkpoint.pending[TP] == 10
+    assert worker._stream.checkpoint.pending[TP] == 10
     worker._hand_over()  # the batch after it, once the range's records are acknowledged
     assert producer.events == ["flush"]  # the record producer's, before the raw batch: order kept
     assert sent_raw == [(10, 11)] and len(source.fetches) == 1  # what was fetched after it, as it is
-    assert worker._checkpoint.pending[TP] == 12 and worker._fetcher.positions[TP] == 12
+    assert worker._stream.checkpoint.pending[TP] == 12 and worker._fetcher.positions[TP] == 12
 
 
 def test_ranges_in_a_row_stream_without_waiting_for_acknowledgements_and_a_batch_waits_for_them():
@@ -150,10 +171,10 @@ def test_ranges_in_a_row_stream_without_waiting_for_acknowledgements_and_a_batch
     worker._forward = lambda tp, item: sent_raw.append((item.first, item.last))
     worker._hand_over()
     assert sent_raw == [] and producer.events == ["flush"]  # the batch waits: order before progress
-    assert worker._checkpoint.pending[TP] == 10
+    assert worker._stream.checkpoint.pending[TP] == 10
     producer.flush_ok = True
     worker._hand_over()
-    assert sent_raw == [(10, 11)] and worker._checkpoint.pending[TP] == 12
+    assert sent_raw == [(10, 11)] and worker._stream.checkpoint.pending[TP] == 12
 
 
 def test_a_range_whose_last_records_are_gone_ends_at_the_next_record_without_sending_it():
@@ -162,15 +183,18 @@ def test_a_range_whose_last_records_are_gone_ends_at_the_next_record_without_sen
     source.answer(0, batch(0, 2, last_delta=9), high=22)
     worker._hand_over()
     assert [value for _t, value, *_rest in producer.sent] == [b"v0", b"v1"]
-    assert worker._checkpoint.pending[TP] == 10 and worker._fetcher.positions[TP] == 10
+    assert worker._stream.checkpoint.pending[TP] == 10 and worker._fetcher.positions[TP] == 10
     assert not worker._fetcher.work[TP]
 
 
 def test_the_consumer_reads_only_for_the_record_path_so_it_does_not_long_poll_unless_told_to():
     worker, _source, _producer = stream([0])
-    assert worker._consumer_conf()["fetch.wait.max.ms"] == "10"
-    worker._config = config(**{"fetch.wait.max.ms": "250"})
-    assert worker._consumer_conf()["fetch.wait.max.ms"] == "250"  # the user's setting wins
+    shared = worker._stream._shared
+    assert consumer_conf(worker._stream, shared, **{"fetch.wait.max.ms": "10"})["fetch.wait.max.ms"] == "10"
+    told = dataclasses.replace(shared, config=config(**{"fetch.wait.max.ms": "250"}))
+    assert consumer_conf(worker._stream, told, **{"fetch.wait.max.ms": "10"})["fetch.wait.max.ms"] == "250"
+    # Resets are the stream's: librdkafka only reports them.
+    assert consumer_conf(worker._stream, told)["auto.offset.reset"] == "error"
 
 
 def test_a_stop_while_the_producer_queue_is_full_ends_the_range_undone_and_commits_none_of_it(caplog):
@@ -179,14 +203,13 @@ def test_a_stop_while_the_producer_queue_is_full_ends_the_range_undone_and_commi
     source.answer(0, batch(0, 4, last_delta=5), high=6)
     worker._hand_over()  # no exception: a stop, not a failure
     assert [value for _t, value, *_rest in producer.sent] == [b"v0", b"v1"] and producer.produced == 2
-    assert TP not in worker._checkpoint.pending and worker._state.failure is None
+    assert TP not in worker._stream.checkpoint.pending and worker._state.failure is None
     assert worker._fetcher.positions[TP] == 0 and not worker._fetcher.work[TP]  # the range again after a restart
     assert "records from src-0 offset 2 on are not committed" in caplog.text
 
 
 def test_with_producer_type_sync_each_record_is_acknowledged_before_the_next():
-    worker, source, producer = stream([0, 3])
-    worker._config = dataclasses.replace(worker._config, sync_send=True)
+    worker, source, producer = stream([0, 3], conf=dataclasses.replace(config(), sync_send=True), sync=True)
     worker._fetcher.fetch(0)
     source.answer(0, batch(0, 2, last_delta=3), high=4)
     worker._hand_over()
@@ -205,7 +228,7 @@ def test_while_the_next_answer_is_a_range_again_the_consumer_reads_on_without_a_
     worker._hand_over()
     assert [value for _t, value, *_rest in producer.sent] == [b"v0", b"v3", b"v8"]
     assert worker._consumer.calls == [("resume", [(0, 0)]), ("seek", 0), ("watermarks", False), ("pause", [0])]
-    assert worker._checkpoint.pending[TP] == 10 and worker._metrics.fallbacks == {"offset holes (compaction)": 3}
+    assert worker._stream.checkpoint.pending[TP] == 10 and worker._stream._metrics.fallbacks == {"offset holes (compaction)": 3}
     assert [(w.first, w.last) for w in worker._fetcher.work[TP]] == [(10, 11)]  # next: the raw path's
 
 
@@ -229,12 +252,12 @@ def test_a_partition_revoked_during_its_range_is_left_to_its_next_owner():
     source.answer(0, batch(0, 1, last_delta=2) + batch(3, 1, last_delta=4) + batch(8, 2), high=10)
 
     def revoked():  # what the consumer's revoke callback does, served by a consume call
-        worker.assigned.discard(TP)
+        worker._stream.assigned.discard(TP)
         worker._fetcher.forget(TP)
 
     worker._consumer.during_consume = revoked
     worker._hand_over()
-    assert TP not in worker._checkpoint.pending and worker._fetcher.buffered_bytes == 0
+    assert TP not in worker._stream.checkpoint.pending and worker._fetcher.buffered_bytes == 0
     assert worker._consumer.calls[-1] == ("pause", [0])
 
 
@@ -265,9 +288,9 @@ def test_the_raw_handler_decides_for_each_batch_of_a_range_as_for_a_batch_forwar
     assert [(topic, value) for topic, value, *_rest in producer.sent] == [("src", b"v0"), ("moved", b"v8")]
     assert handler.seen == [(0, 2, 1, now_ms - 4998), (3, 7, 1, 1004), (8, 9, 1, 1001)]
     assert worker._raw.flushed_for == [[("moved", 0), ("src", 0)]]  # both targets' raw batches first
-    assert worker._checkpoint.pending[TP] == 10  # the dropped batch's offsets are committed too
-    assert producer.produced == 2 and worker._metrics.filtered_records == 1
-    stats = worker._metrics.partitions[TP]
+    assert worker._stream.checkpoint.pending[TP] == 10  # the dropped batch's offsets are committed too
+    assert producer.produced == 2 and worker._stream._metrics.filtered_records == 1
+    stats = worker._stream._metrics.partitions[TP]
     assert stats.records == 3  # consumed: the dropped record too, as for a dropped raw batch
     low, high, _avg = stats.age.values(time.time())
     assert 4990 < low <= high  # ages from the batches' times, as the raw path reports them
@@ -283,22 +306,21 @@ def test_a_raw_handler_that_raises_on_a_range_s_batch_fails_the_run_with_nothing
     source.answer(0, batch(0, 1, last_delta=2) + batch(3, 1), high=4)
     with pytest.raises(HandlerFailed, match="handler raised on the batch of src-0 offsets 0..2: ValueError: no"):
         worker._hand_over()
-    assert producer.sent == [] and TP not in worker._checkpoint.pending
+    assert producer.sent == [] and TP not in worker._stream.checkpoint.pending
 
 
 def test_a_batch_goes_as_it_is_only_where_every_target_topic_of_the_handler_takes_its_size():
     """A handler may send a topic's batches to several target topics (``target_topics``): one
     larger than the smallest of their max.message.bytes takes the record path, where the target
     would refuse it as a batch."""
-    from confluent_kafka import TopicPartition as KafkaTopicPartition
-
     class TwoTargets(RawBatchHandler):
         def target_topics(self, source_topic):
             return ["roomy", "tight"]
 
     worker, source, _producer = stream([0], TwoTargets())
-    worker._target_topics.max_message_bytes = {"roomy": 100000, "tight": 300}
-    worker._assigned_from([KafkaTopicPartition("src", 0, 0)])
+    worker._max_message_bytes.update({"roomy": 100000, "tight": 300})
+    worker._consumer.pause = lambda partitions: None
+    worker.assigned({TP: 0}, [TP])
     assert worker._fetcher.max_batch_bytes == {"src": 300}
     worker._fetcher.fetch(0)
     source.answer(len(source.fetches) - 1, batch(0, 1) + batch(1, 40), high=41)
@@ -321,7 +343,7 @@ def test_offset_syncs_get_each_batch_forwarded_and_each_record_path_run_from_its
     told from its first record (a sync naming an offset before it would map a group there past
     that record on the target) to the end of its range."""
     worker, source, producer = stream([2, 3, 8, 10, 11])
-    worker.offset_syncs = syncs = OffsetSyncs()
+    worker._stream.offset_syncs = syncs = OffsetSyncs()
     worker._fetcher.fetch(0)
     # Offsets 0..3 holding 2 and 3, 4..8 holding 8 (compacted: the record path), then 10..11.
     source.answer(0, batch(0, 2, last_delta=3) + batch(4, 1, last_delta=4) + batch(10, 2), high=12)
@@ -345,4 +367,46 @@ def test_a_batch_sent_to_a_topic_the_raw_handler_does_not_name_fails_the_run_wit
     with pytest.raises(HandlerFailed, match=r"sent the batch of src-0 offsets 3..3 to elsewhere, a topic its "
                                             r"target_topics\('src'\) does not name: name it there"):
         worker._hand_over()
-    assert worker._raw.sent == [("src", 0, 0, 2)] and worker._checkpoint.pending[TP] == 3  # not past it
+    assert worker._raw.sent == [("src", 0, 0, 2)] and worker._stream.checkpoint.pending[TP] == 3  # not past it
+
+
+def test_a_range_at_the_partition_s_end_whose_last_records_were_compacted_away_is_done_by_its_count():
+    """Nothing follows it, so no record past it will ever come: its batches' record counts (which
+    compaction keeps true) say it is complete."""
+    worker, source, producer = stream([0, 1])  # 2..9 compacted away, and the partition ends at 10
+    worker._fetcher.fetch(0)
+    source.answer(0, batch(0, 2, last_delta=9), high=10)
+    worker._hand_over()
+    assert [value for _t, value, *_rest in producer.sent] == [b"v0", b"v1"]
+    assert worker._stream.checkpoint.pending[TP] == 10 and not worker._fetcher.work[TP]
+
+
+def test_a_range_that_gets_no_records_for_a_while_is_never_taken_as_compacted_away(monkeypatch):
+    """What a leader move looks like at a partition's end: no record comes for seconds, and the
+    high watermark is at the range's end. The range is read again later; nothing is committed
+    past what was mirrored."""
+    monkeypatch.setattr(shallow_worker, "RECORD_PATH_TIMEOUT_S", 0.3)
+    worker, source, producer = stream([0])  # the consumer gets 0; 1 exists but does not arrive
+    worker._fetcher.fetch(0)
+    source.answer(0, batch(0, 2, last_delta=2), high=3)  # 0..2 holding 0 and 1 (holes: the record path)
+    worker._hand_over()
+    assert [value for _t, value, *_rest in producer.sent] == [b"v0"]
+    assert TP not in worker._stream.checkpoint.pending  # not done: nothing of the range committed
+    assert worker._fetcher.positions[TP] == 0 and not worker._fetcher.work[TP]  # asked for again
+    worker._consumer.offsets = [0, 1]  # the new leader answers
+    worker._fetcher.fetch(0)
+    source.answer(1, batch(0, 2, last_delta=2), high=3)
+    worker._hand_over()
+    assert [value for _t, value, *_rest in producer.sent][-2:] == [b"v0", b"v1"]
+    assert worker._stream.checkpoint.pending[TP] == 3
+
+
+def test_a_range_starting_inside_a_batch_reads_the_batch_from_its_start_and_mirrors_from_the_position():
+    worker, source, producer = stream([0, 2, 3])  # a compacted batch 0..4 holding 0, 2, 3; the position is 2
+    worker._fetcher.assign(TP, 2)
+    worker._fetcher.fetch(0)
+    source.answer(len(source.fetches) - 1, batch(0, 3, last_delta=4), high=5)
+    worker._hand_over()
+    assert worker._consumer.calls[:2] == [("resume", [(0, 0)]), ("seek", 0)]  # from the batch's start
+    assert [value for _t, value, *_rest in producer.sent] == [b"v2", b"v3"]  # 0 is before the position
+    assert worker._stream.checkpoint.pending[TP] == 5  # done: the batch's 3 records were seen

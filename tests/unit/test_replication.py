@@ -19,7 +19,7 @@ from mirror_maker.replication.policies import (DefaultReplicationPolicy, Identit
 from mirror_maker.replication.topic_configs import changes, copied
 from mirror_maker.records import TopicPartition
 
-from .test_worker import Consumer, Msg, config, thread, TargetTopics
+from .stream_parts import Consumer, Msg, config, mirror, stream
 
 ANY = re.compile(".*")
 
@@ -193,9 +193,8 @@ def test_acls_copied_as_mirror_maker_2_copies_them():
 
 def test_the_fast_path_and_a_user_handler_send_to_the_policys_names():
     rules = topic_rules(ReplicationOptions(policy="default", source_alias="a", target_alias="b"))
-    worker, producer, _ = thread()
-    worker._target_topics = TargetTopics(rules.remote)
-    worker._mirror([Msg("t", 0, 5), Msg("t", 1, 9)])
+    worker, producer, _ = stream(remote=rules.remote)
+    mirror(worker, [Msg("t", 0, 5), Msg("t", 1, 9)])
     assert [sent[0] for sent in producer.sent] == ["a.t", "a.t"]
 
     class Rename:
@@ -206,24 +205,23 @@ def test_the_fast_path_and_a_user_handler_send_to_the_policys_names():
         def target_topics(self, topic):
             return [topic + "-v2"]
 
-    worker, producer, _ = thread(Rename())
-    worker._target_topics = TargetTopics(rules.remote)
-    worker._mirror([Msg("t", 0, 5)])
+    worker, producer, _ = stream(Rename(), remote=rules.remote)
+    mirror(worker, [Msg("t", 0, 5)])
     assert producer.sent[0][0] == "a.t-v2"  # the handler renames, the policy prefixes
-    worker._ensure_target_topics([TopicPartition("t", 0)])
-    assert worker._target_topics.ensured == [{"t": ["a.t-v2"]}]
+    worker.prepare_targets([TopicPartition("t", 0)])
+    assert worker._shared.target_topics.ensured == [{"t": ["a.t-v2"]}]
 
 
 @pytest.mark.parametrize("refresh, start", [(True, 3), (False, 50)])
 def test_a_partition_added_while_mirroring_starts_at_its_beginning(refresh, start):
     conf = replace(config(**{"auto.offset.reset": "latest"}), replication=ReplicationOptions(refresh_topics=refresh))
-    worker, _, _ = thread(assigned=(), conf=conf)
     consumer = Consumer(committed={0: 12}, watermarks=(3, 50))
-    worker._on_assign(consumer, [KafkaTopicPartition("t", 1)])  # partition 0 was mirrored: it has an offset
+    worker, _, _ = stream(assigned=(), conf=conf, consumer=consumer)
+    worker.parts.membership._on_assign(consumer, [KafkaTopicPartition("t", 1)])  # partition 0 has an offset
     assert consumer.assigned_with == ("assign", [(1, start)])
-    fresh, _, _ = thread(assigned=(), conf=conf)
     consumer = Consumer(committed={}, watermarks=(3, 50))
-    fresh._on_assign(consumer, [KafkaTopicPartition("t", 0), KafkaTopicPartition("t", 1)])
+    fresh, _, _ = stream(assigned=(), conf=conf, consumer=consumer)
+    fresh.parts.membership._on_assign(consumer, [KafkaTopicPartition("t", 0), KafkaTopicPartition("t", 1)])
     assert consumer.assigned_with == ("assign", [(0, 50), (1, 50)])  # a new topic: auto.offset.reset
 
 

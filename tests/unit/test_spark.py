@@ -239,7 +239,8 @@ def test_without_pyspark_the_install_command_is_named(monkeypatch, capsys, good_
     monkeypatch.setitem(sys.modules, "pyspark", None)  # import pyspark raises ImportError
     assert cli.invoke(base_args(good_files, "--include", "t", "--spark")) == exit_codes.USAGE
     err = capsys.readouterr().err
-    assert "--spark needs PySpark, which is not installed: pip install 'kafka-mirror-maker[spark]'" in err
+    assert ("--spark needs the 'spark' extra, which is not installed (pyspark is missing): "
+            "pip install 'kafka-mirror-maker[spark]'") in err
     assert "Traceback" not in err and len([line for line in err.splitlines() if "ERROR" in line]) == 1
 
 

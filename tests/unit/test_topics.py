@@ -51,7 +51,54 @@ def test_java_constructs(java, matches, rejects):
     assert pattern.fullmatch(matches) and not pattern.fullmatch(rejects)
 
 
-@pytest.mark.parametrize("bad", ["*", "a(", "\\p{InGreek}", "a(?d)b"])
+#: What java.util.regex.Pattern answers (JDK 17, Pattern.compile(regex).matcher(text).matches()):
+#: possessive quantifiers, atomic groups, nested and intersected classes, a leading ^ negating the
+#: whole class (Java 9 on), POSIX classes inside classes.
+JAVA_ANSWERS = [
+    ('a*+b', 'aab', True),
+    ('a*+b', 'aa', False),
+    ('a++a', 'aaa', False),
+    ('a?+a', 'a', False),
+    ('(?>a|ab)c', 'ac', True),
+    ('(?>a|ab)c', 'abc', False),
+    ('(?>x+)y', 'xxy', True),
+    ('x{1,3}+x', 'xxx', False),
+    ('[a-z&&[^x]]+', 'abc', True),
+    ('[a-z&&[^x]]+', 'axc', False),
+    ('[a-c[x-z]]+', 'axz', True),
+    ('[a-c[x-z]]+', 'abd', False),
+    ('[^a-c[x-z]]', 'd', True),
+    ('[^a-c[x-z]]', 'a', False),
+    ('[^a-c[x-z]]', 'y', False),
+    ('[a-z&&def]+', 'fed', True),
+    ('[a-z&&def]+', 'abc', False),
+    ('[\\p{Lower}0-9]+', 'a1b', True),
+    ('[\\p{Lower}0-9]+', 'aB', False),
+    ('[\\P{Digit}&&[a-c]]+', 'abc', True),
+    ('[\\P{Digit}&&[a-c]]+', 'ab1', False),
+    ('[a-z&&[^aeiou]&&[^x]]+', 'bcd', True),
+    ('[a-z&&[^aeiou]&&[^x]]+', 'bxd', False),
+    ('[a-z&&[^aeiou]&&[^x]]+', 'bad', False),
+    ('[^abc&&[a-z]]', 'd', True),
+    ('[^abc&&[a-z]]', '1', True),
+    ('[^abc&&[a-z]]', 'a', False),
+    ('orders-[0-9&&[^5]]++', 'orders-123', True),
+    ('orders-[0-9&&[^5]]++', 'orders-153', False),
+    ('[a-f&&[^b-d]&&[\\p{Alpha}]]*', 'aef', True),
+    ('[a-f&&[^b-d]&&[\\p{Alpha}]]*', 'aef1', False),
+    ('[a&b]+', 'a&b', True),
+    ('[a|~]+', '~|a', True),
+    ('(?<env>prod|dev)-\\k<env>', 'prod-prod', True),
+    ('(?<env>prod|dev)-\\k<env>', 'prod-dev', False),
+]
+
+
+@pytest.mark.parametrize("java,text,matches", JAVA_ANSWERS)
+def test_java_regex_features_match_as_java_does(java, text, matches):
+    assert bool(compile_include(java).fullmatch(text)) is matches
+
+
+@pytest.mark.parametrize("bad", ["*", "a(", "\\p{InGreek}", "a(?d)b", "[a-z", "[a-z&&]"])
 def test_invalid_regex_is_a_config_error(bad):
     with pytest.raises(ConfigError) as info:
         compile_include(bad)

@@ -1,0 +1,223 @@
+"""The hot path: consumed records through the handler to a producer, for every mode.
+
+Record mode, exactly-once and raw mode's record path all hand records over here, so naming (the
+replication policy), refusal handling (a full queue waits, a record the producer rejects is a
+send failure), byte counts and the stop during a send are the same for each of them.
+
+Records come in runs of one partition; per record there is only what the copy needs, the rest
+(the pending offset, counts, bytes, ages) is done once per run by the stream. A run holds only
+records already handed to the producer: a stop that interrupts a send ends the batch there, and
+what was not queued is not committed.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Callable, List, Optional
+
+import confluent_kafka
+from confluent_kafka import KafkaError, KafkaException
+
+from ..clients.producer import SendInterrupted
+from ..errors import HandlerFailed, MirrorFailure
+from ..handlers import DefaultMessageHandler, PartitionPreservingHandler
+from ..records import ConsumerRecord, TopicPartition
+
+log = logging.getLogger("mirror_maker.worker")
+
+_NO_TIMESTAMP = confluent_kafka.TIMESTAMP_NOT_AVAILABLE
+_UNASSIGNED = -1  # librdkafka's RD_KAFKA_PARTITION_UA: the partitioner chooses
+
+#: A run: (topic, partition, first message, last message, records, value bytes).
+Run = tuple
+
+
+class Tracker:
+    """Records sent one by one, each with its own delivery callback, so that a refused record
+    is known by its source offset (exactly-once after a refusal: the transaction is mirrored
+    again without it). ``refused`` holds the (partition, offset) pairs to skip from now on."""
+
+    def __init__(self, on_refused: Callable[[TopicPartition, int, str, str], None]) -> None:
+        self.refused = set()
+        self._on_refused = on_refused
+
+    def callback(self, tp: TopicPartition, offset: int, topic: str):
+        def delivered(err, _msg) -> None:
+            if err is not None and err.code() not in (KafkaError._PURGE_QUEUE, KafkaError._PURGE_INFLIGHT):
+                self.refuse(tp, offset, topic, err.str())
+        return delivered
+
+    def refuse(self, tp: TopicPartition, offset: int, topic: str, reason: str) -> None:
+        if (tp, offset) not in self.refused:
+            self.refused.add((tp, offset))
+            self._on_refused(tp, offset, topic, reason)
+
+
+class RecordCopier:
+    """Copies consumed records to ``producer`` (a MirrorProducer or one of its kind)."""
+
+    def __init__(self, handler, producer, remote: Callable[[str], str], state, metrics,
+                 sync_send: bool = False, on_error: Optional[Callable] = None) -> None:
+        self._handler = handler
+        self.producer = producer
+        self._remote = remote
+        self._state = state
+        self._metrics = metrics
+        self._sync = sync_send
+        self._on_error = on_error
+        #: The built-in handlers need no record objects: the copy is inline (the fast path).
+        self._keep_partition = (handler.keep_partition
+                                if type(handler) in (DefaultMessageHandler, PartitionPreservingHandler) else None)
+
+    def copy(self, messages: List, route: Optional[Callable[[int], Optional[str]]] = None,
+             tracker: Optional[Tracker] = None) -> List[Run]:
+        """Hand ``messages`` to the producer; the runs handed over. ``route``: the target topic of
+        a record by its offset, the record kept as it is (raw mode's record path: a raw handler
+        decides per batch, None drops the batch); ``tracker``: one delivery callback per record."""
+        runs: List[Run] = []
+        try:
+            if self._keep_partition is not None and route is None and tracker is None and not self._sync:
+                self._copy_inline(messages, runs)
+            else:
+                self._copy_each(messages, runs, route, tracker)
+        except SendInterrupted as interrupted:
+            log.info("Stopping while the producer's queue is full: records from %s on are not committed "
+                     "and are mirrored again on restart", interrupted)
+        return runs
+
+    def _copy_inline(self, messages: List, runs: List[Run]) -> None:
+        """The default handlers: each record as it is, to the same topic (as the replication policy
+        names it) and, with PartitionPreservingHandler, partition: one C call per record."""
+        producer, state = self.producer, self._state
+        produce = producer.produce
+        keep_partition = self._keep_partition
+        remote = self._remote
+        run_topic = run_partition = first = last = target = None
+        count = nbytes = produced = 0
+        try:
+            for msg in messages:
+                if msg.error() is not None:
+                    self._error(msg)
+                    continue
+                topic, partition = msg.topic(), msg.partition()
+                if partition != run_partition or topic != run_topic:
+                    if count:
+                        runs.append((run_topic, run_partition, first, last, count, nbytes))
+                    run_topic, run_partition, first, count, nbytes = topic, partition, msg, 0, 0
+                    target = remote(topic)
+                value = msg.value()
+                timestamp = msg.timestamp()[1]  # -1 when the record has none: 0 lets the producer stamp it
+                target_partition = partition if keep_partition else _UNASSIGNED
+                try:
+                    produce(target, value, msg.key(), target_partition, None, None,
+                            timestamp if timestamp > 0 else 0, msg.headers())
+                except (BufferError, KafkaException) as exc:
+                    producer.refused(exc, target, value, msg.key(), target_partition, timestamp if timestamp > 0 else 0,
+                                     msg.headers(), topic, partition, msg.offset())
+                if state.failure is not None:
+                    break  # nothing is committed past a failure; this record is not counted
+                last = msg
+                count += 1
+                produced += 1
+                if value is not None:
+                    nbytes += len(value)
+        finally:  # also when a stop interrupted a send: the run so far was handed over
+            if count:
+                runs.append((run_topic, run_partition, first, last, count, nbytes))
+            producer.count_produced(produced)
+
+    def _copy_each(self, messages: List, runs: List[Run], route, tracker: Optional[Tracker]) -> None:
+        """Any other case, one record at a time: a user's handler, producer.type=sync, raw mode's
+        record path (``route``) or tracked records; every send guarded as in the inline copy."""
+        state = self._state
+        run_topic = run_partition = first = last = None
+        count = nbytes = filtered = produced = 0
+        try:
+            for msg in messages:
+                if msg.error() is not None:
+                    self._error(msg)
+                    continue
+                topic, partition = msg.topic(), msg.partition()
+                if partition != run_partition or topic != run_topic:
+                    if count:
+                        runs.append((run_topic, run_partition, first, last, count, nbytes))
+                    run_topic, run_partition, first, count, nbytes = topic, partition, msg, 0, 0
+                offset = msg.offset()
+                refused = tracker is not None and (TopicPartition(topic, partition), offset) in tracker.refused
+                if refused:
+                    sent = 0  # refused before: counted as dropped then, skipped now
+                elif route is not None:
+                    target = route(offset)
+                    sent = 0 if target is None else self._send(msg, target, partition, topic, partition, offset, tracker)
+                else:
+                    sent = self._handled(msg, topic, partition, offset, tracker)
+                if not sent and not (tracker is not None and (TopicPartition(topic, partition), offset) in tracker.refused):
+                    filtered += 1  # (a record refused now or before is counted as dropped instead)
+                produced += sent
+                if state.failure is not None:
+                    break  # nothing is committed past a failure; this record is not counted
+                last = msg
+                count += 1
+                value = msg.value()
+                if value is not None:
+                    nbytes += len(value)
+        finally:
+            if count:
+                runs.append((run_topic, run_partition, first, last, count, nbytes))
+            if filtered:
+                self._metrics.filtered(filtered)
+            self.producer.count_produced(produced)
+
+    def _handled(self, msg, topic: str, partition: int, offset: int, tracker: Optional[Tracker]) -> int:
+        """The record through the handler; how many records it sent (0: filtered)."""
+        if self._keep_partition is not None:  # a built-in handler: no record objects
+            return self._send(msg, self._remote(topic), partition if self._keep_partition else _UNASSIGNED,
+                              topic, partition, offset, tracker)
+        ts_type, ts = msg.timestamp()
+        record = ConsumerRecord(topic, partition, offset, None if ts_type == _NO_TIMESTAMP or ts < 0 else ts,
+                                msg.key(), msg.value(), msg.headers() or [])
+        try:
+            outputs = self._handler.handle(record) or ()
+            sent = 0
+            for out in outputs:
+                sent += self._deliver(self._remote(out.topic), out.value, out.key,
+                                      _UNASSIGNED if out.partition is None else out.partition, out.timestamp or 0,
+                                      out.headers, topic, partition, offset, tracker)
+            return sent
+        except (MirrorFailure, SendInterrupted):
+            raise
+        except Exception as exc:
+            log.debug("handler failure", exc_info=True)
+            raise HandlerFailed(f"message handler raised on {topic}-{partition} offset {offset}: "
+                                f"{type(exc).__name__}: {exc}") from None
+
+    def _send(self, msg, target: str, target_partition: int, topic: str, partition: int, offset: int,
+              tracker: Optional[Tracker]) -> int:
+        """One record as it is (its key, value, headers and timestamp) to ``target``."""
+        timestamp = msg.timestamp()[1]
+        return self._deliver(target, msg.value(), msg.key(), target_partition, timestamp if timestamp > 0 else 0,
+                             msg.headers(), topic, partition, offset, tracker)
+
+    def _deliver(self, target, value, key, target_partition, timestamp, headers, topic, partition, offset,
+                 tracker: Optional[Tracker]) -> int:
+        """Hand one record to the producer (1: one record handed over, as the producer counts it
+        even when it rejects it locally; a tracked record's rejection reaches its tracker)."""
+        if tracker is None:
+            self.producer.send(target, value, key, target_partition, timestamp, headers, topic, partition, offset)
+            return 1
+        callback = tracker.callback(TopicPartition(topic, partition), offset, target)
+        try:
+            # In ``callback``'s place: given as None there, confluent-kafka ignores ``on_delivery``.
+            self.producer.produce(target, value, key, target_partition, callback, None, timestamp, headers)
+        except (BufferError, KafkaException) as exc:
+            self.producer.refused(exc, target, value, key, target_partition, timestamp, headers, topic, partition,
+                                  offset, on_delivery=callback)
+        return 1
+
+    def _error(self, msg) -> None:
+        if msg.error().code() == KafkaError._PARTITION_EOF:
+            return
+        if self._on_error is None:
+            log.warning("Consumer error: %s", msg.error().str())
+        else:
+            self._on_error(msg)
