@@ -6,9 +6,8 @@ two nodes sharing a flow, one of them killed; ``--clusters``; a flow that fails 
 go on; bad input. The clusters are this module's own, so it is skipped on your own clusters.
 
 Cost: about 2 minutes for the module on this machine: the three clusters start together once
-(about 25 s), Kafka's MirrorMaker 2 and the restart before it take about 55 s, the flow that cannot
-log in about 30 s (the engine notices a refused login at the target after its assignment's target
-checks give up).
+(about 25 s), Kafka's MirrorMaker 2 and the restart before it about 50 s, the flow that cannot log
+in about 20 s (the time the engine takes to notice a refused login at the target).
 """
 
 from __future__ import annotations
