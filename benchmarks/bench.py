@@ -11,7 +11,8 @@ Kafka's own MirrorMaker v1 (3.9, run as kafka-mirror-maker.sh runs it) and Mirro
 quix-streams' replicator. For each: records/s, MB/s, CPU seconds per GB (JVMs included) and
 peak RSS, medians of --runs runs; on Kafka, raw mode's goal row again with five times the records
 (RAW_GOAL: ingest limit, record mode, raw mode), and raw mode against record mode on sources whose
-batches its record path takes (RECORD_PATH_SOURCES: a LogAppendTime and a compacted topic); then
+batches its record path takes (RECORD_PATH_SOURCES: a LogAppendTime and a compacted topic), and
+MirrorMaker 2's dedicated mode (DEDICATED: one mm2.properties with two flows, ours against Kafka's); then
 the cost growth, a profile, results/<date>.json, .md, .png. The report states each goal of the
 throughput issues against the run (goals.py) and where the machine's CPU went in the main runs
 (cpu_split.py: the tool's threads, both brokers, and whether its busiest thread waited for a core).
@@ -35,6 +36,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
+import logging
 import os
 import platform
 import random
@@ -49,7 +51,9 @@ from collections import Counter
 from pathlib import Path
 from typing import Callable, Dict, List, Optional
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, TopicPartition, libversion
+from confluent_kafka import (OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Producer, TopicPartition,
+                             libversion)
+from confluent_kafka.admin import AdminClient, OffsetSpec
 
 ROOT = Path(__file__).resolve().parents[1]
 HERE = Path(__file__).resolve().parent
@@ -80,6 +84,11 @@ RAW_GOAL = (100, 5_000_000, "lz4")
 #: every batch of a LogAppendTime topic (the target would stamp its own time), and a compacted
 #: topic's batches with offset holes (Kafka refuses them in a produce request). Record mode and
 #: raw mode over the same records.
+#: MirrorMaker 2's dedicated mode on Kafka: one mm2.properties with two flows, source->target and
+#: target->source (half the records each way), run by connect-mirror-maker and by Kafka's
+#: MirrorMaker 2 with MirrorMaker 2's defaults (the default policy, offset syncs, checkpoints,
+#: heartbeats, syncs), tasks.max 1.
+DEDICATED = (1000, 200_000, "lz4")
 RECORD_PATH = (100, 1_000_000, "lz4")
 RECORD_PATH_SOURCES = {
     "LogAppendTime": {"message.timestamp.type": "LogAppendTime"},
@@ -386,6 +395,8 @@ class Bench:
                 section["raw_goal"] = self.raw_goal(brokers)
             if kind == "kafka" and self.args.record_path:
                 section["record_path"] = self.record_path(brokers)
+            if kind == "kafka" and self.args.dedicated:
+                section["dedicated"] = self.dedicated(brokers)
 
     def rows(self, kind: str, streams_list) -> List[tuple]:
         """(label, run function) of every measured tool on this broker kind."""
@@ -477,6 +488,67 @@ class Bench:
                         "compression": compression,
                         "results": self._run_rows(brokers, topic, compression, kept, size, rows)})
         return out
+
+    def dedicated(self, brokers: Brokers) -> dict:
+        """DEDICATED: the same two-flow mm2.properties, ours against Kafka's MirrorMaker 2."""
+        size, count, compression = DEDICATED
+        half = (count // 10 if self.args.quick else count) // 2
+        print(f"\n== {brokers.kind}: {size} B x {2 * half:,} ({compression}), one mm2.properties, two flows", flush=True)
+        for cluster, topic in ((brokers.source, "dedicated-s"), (brokers.target, "dedicated-t")):
+            brokers.create_topic(cluster.bootstrap, topic)
+            seed(cluster.bootstrap, [topic], size, half, compression)
+        rows = [("connect-mirror-maker, 2 flows, tasks.max 1", self._dedicated(ours=True)),
+                ("Kafka MirrorMaker 2, 2 flows, tasks.max 1", self._dedicated(ours=False))]
+        results = {}
+        for label, run in rows:
+            tag = f"{brokers.kind}-dedicated-{'ours' if label.startswith('connect') else 'mm2'}"
+            results[label] = summarize([run(brokers, compression, 2 * half, f"{tag}-{i}") for i in range(self.args.runs)],
+                                       2 * half, size)
+            self._print(label, results[label])
+        return {"record_bytes": size, "records": 2 * half, "compression": compression, "results": results}
+
+    def _dedicated(self, ours: bool):
+        from tests.brokers.java_mirror_makers import mirror_maker_2
+
+        def run(brokers, compression, count, tag):
+            # New aliases each run: new consumer groups for ours, new Connect offsets for MirrorMaker 2.
+            run_id = time.time_ns()
+            a, b = f"S{run_id}", f"T{run_id}"
+            props = {"clusters": f"{a}, {b}", f"{a}.bootstrap.servers": brokers.source.bootstrap,
+                     f"{b}.bootstrap.servers": brokers.target.bootstrap, f"{a}->{b}.enabled": "true",
+                     f"{b}->{a}.enabled": "true", f"{a}->{b}.topics": "dedicated-s", f"{b}->{a}.topics": "dedicated-t",
+                     "tasks.max": 1, "status.interval.ms": 0}
+            for alias in (a, b):
+                props.update({f"{alias}.producer.compression.type": compression,
+                              f"{alias}.producer.max.request.size": 10000000})
+            for internal in ("replication", "offset-syncs.topic.replication", "checkpoints.topic.replication",
+                             "heartbeats.topic.replication", "offset.storage.replication",
+                             "status.storage.replication", "config.storage.replication"):
+                props[f"{internal}.factor"] = 1
+            command = mirror_maker_2(props, self.work / tag)  # writes the file both tools read
+            if ours:
+                command = [sys.executable, str(ROOT / "bin" / "connect-mirror-maker.py"),
+                           str(self.work / tag / "mm2.properties"), "--log.level", "WARN"]
+            quiet = logging.getLogger("bench.watcher")  # its clients outlive the brokers: no lines then
+            quiet.propagate = False
+            remote = [(AdminClient({"bootstrap.servers": brokers.target.bootstrap, "logger": quiet}), f"{a}.dedicated-s"),
+                      (AdminClient({"bootstrap.servers": brokers.source.bootstrap, "logger": quiet}), f"{b}.dedicated-t")]
+
+            def on_targets() -> Optional[int]:
+                total = 0
+                for admin, topic in remote:
+                    latest = {TopicPartition(topic, p): OffsetSpec.latest() for p in range(PARTITIONS)}
+                    try:
+                        answers = admin.list_offsets(latest, request_timeout=5)
+                        total += sum(max(answer.result().offset, 0) for answer in answers.values())
+                    except KafkaException:  # not created yet
+                        pass
+                return total
+            sample = measure(command, self.work / f"{tag}.log", watch=on_targets, expected=count,
+                             cpu=split_with_brokers(brokers))
+            sample["ok"] = sample["mirrored"] and sample["exit"] in (0, 143, -signal.SIGTERM)
+            return sample
+        return run
 
     @staticmethod
     def _print(label: str, r: dict) -> None:
@@ -694,6 +766,8 @@ def main() -> None:
                         help="skip raw mode's long goal row on Kafka (RAW_GOAL)")
     parser.add_argument("--no-record-path", dest="record_path", action="store_false",
                         help="skip raw mode's record path rows on Kafka (RECORD_PATH_SOURCES)")
+    parser.add_argument("--no-dedicated", dest="dedicated", action="store_false",
+                        help="skip the dedicated mode's row on Kafka (DEDICATED: ours against MirrorMaker 2)")
     parser.add_argument("--skip-growth", action="store_true")
     parser.add_argument("--skip-profile", action="store_true")
     parser.add_argument("--quick", action="store_true", help="a tenth of the records, one run (a smoke test)")
@@ -721,7 +795,8 @@ def main() -> None:
     from report import write_report  # noqa: E402  (matplotlib only when a report is written)
 
     partial = bool(args.only or args.sizes or args.quick or args.skip_growth or args.skip_profile
-                   or not args.raw_goal or not args.record_path or args.brokers != parser.get_default("brokers"))
+                   or not args.raw_goal or not args.record_path or not args.dedicated
+                   or args.brokers != parser.get_default("brokers"))
     paths = write_report(report, HERE / "results", partial)
     print(f"\nwritten: {', '.join(str(p.relative_to(ROOT)) for p in paths)} in {report['minutes']} min")
 

@@ -61,7 +61,8 @@ def _table(kind: str, section: dict, machine: dict) -> list:
             flag = "" if r["ok"] else " (failed)"
             lines.append(f"| {_workload(row)} | {row['compression']} | {label}{flag} | {r['records_per_s']:,} | "
                          f"{r['mb_per_s']} | {r['cpu_s_per_gb']} | {r['peak_rss_mb']} | {ratio} |")
-    lines += goals(kind, section, TITLES.get(kind, kind))
+    if section["workloads"]:  # a run of other rows only (e.g. the dedicated mode's) has no goals to state
+        lines += goals(kind, section, TITLES.get(kind, kind))
     lines += cpu_split(section, TITLES.get(kind, kind), machine.get("cores", 2))
     timed = _rows_with(section, "first_record_s")
     if timed:
@@ -100,6 +101,8 @@ def _table(kind: str, section: dict, machine: dict) -> list:
         lines += _raw_goal(section["raw_goal"], TITLES.get(kind, kind))
     if section.get("record_path"):
         lines += _record_path(section["record_path"], TITLES.get(kind, kind))
+    if section.get("dedicated"):
+        lines += _dedicated(section["dedicated"], TITLES.get(kind, kind))
     spark = _rows_with(section, "startup_s")
     if spark:
         lines += ["", f"### Spark mode on {TITLES.get(kind, kind)} (local mode, one JVM and one Python process "
@@ -142,6 +145,23 @@ def _raw_goal(row: dict, title: str) -> list:
         lines += ["", f"Raw mode: {ratios['speed']:.1f}x record mode's records/s for {ratios['cpu']:.2f} of its "
                   f"CPU s/GB; against the ingest limit {ratios['end_to_end']:.2f} end to end"
                   + (f", {ratios['flowing']:.2f} once flowing." if ratios["flowing"] else ".")]
+    return lines
+
+
+def _dedicated(row: dict, title: str) -> list:
+    """MirrorMaker 2's dedicated mode: the same mm2.properties run by both tools."""
+    lines = ["", f"### Dedicated mode on {title} ({_workload(row)}, {row['compression']})", "",
+             "One mm2.properties with two flows, source->target and target->source, half the records each way, "
+             "MirrorMaker 2's defaults (offset syncs, checkpoints, heartbeats, syncs), tasks.max 1: "
+             "`connect-mirror-maker mm2.properties` against Kafka's MirrorMaker 2 dedicated mode, from process "
+             "start until both remote topics hold every record.", "",
+             "| Run | records/s | CPU s/GB | Peak RSS MB | first record s | records/s after it | stop s |",
+             "|---|---|---|---|---|---|---|"]
+    for label, r in row["results"].items():
+        after = r.get("records_per_s_after_first")
+        lines.append(f"| {label}{'' if r['ok'] else ' (failed)'} | {r['records_per_s']:,} | {r['cpu_s_per_gb']} | "
+                     f"{r['peak_rss_mb']} | {r.get('first_record_s', '')} | {f'{after:,}' if after else ''} | "
+                     f"{r.get('stop_s', '')} |")
     return lines
 
 

@@ -1,9 +1,10 @@
-"""The command line: Kafka's options and our extensions, validation, and exit codes.
+"""The command lines: Kafka's MirrorMaker options and our extensions (``command``), MirrorMaker 2's
+dedicated mode (``dedicated``: ``connect-mirror-maker mm2.properties``), validation, and exit codes.
 
-``command`` parses and validates everything before connecting and is the one place that maps
-errors and outcomes to exit statuses (``exit_codes``). May import every other subpackage; nothing
-imports it but ``__main__`` and ``bin/kafka-mirror-maker.py`` (and ``exit_codes``, which the
-engine and the Spark driver use for the constants).
+Both parse and validate everything before connecting; ``exit_codes`` is the one place that maps
+errors and outcomes to exit statuses. May import every other subpackage; nothing imports it but
+``__main__`` and the two ``bin/`` scripts (and ``exit_codes``, which the engine, the Spark driver
+and the dedicated mode's supervisor use for the constants).
 """
 
 from .command import main

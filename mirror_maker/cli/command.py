@@ -142,9 +142,11 @@ def command(**params) -> int:
     config = settle_transactions(replace(build_config(include=include, **params), **extensions))
     config = replace(config, consumer=follow_partitions(config.consumer, config.replication))
     handler, listener = load_plugins(config)  # a bad plugin fails here, before Spark starts
-    from ..replication.policies import topic_rules
+    from ..replication.policies import cycle_warning, topic_rules
 
-    topic_rules(config.replication)  # and so does a bad replication policy
+    warning = cycle_warning(topic_rules(config.replication))  # and so does a bad replication policy
+    if warning:
+        log.warning("%s", warning)
     _check_offset_syncs(config, handler)
     if spark is not None:
         from ..spark.driver import run_on_spark
@@ -181,11 +183,15 @@ def _check_offset_syncs(config, handler) -> None:
                               "may send batches elsewhere, where their offsets cannot be followed")
         return  # raw mode keeps partition numbers
     if config.exactly_once:
-        raise ConfigError("--emit.offset-syncs.enabled with --exactly.once is not supported: transaction "
-                          "markers take target offsets, so target offsets cannot be counted")
+        raise ConfigError(f"--emit.offset-syncs.enabled{_implied(config)} with --exactly.once is not supported: "
+                          "transaction markers take target offsets, so target offsets cannot be counted")
     if not getattr(handler, "keep_partition", False):
-        raise ConfigError("--emit.offset-syncs.enabled needs the source partition kept (MirrorMaker 2's "
-                          "mapping): --message.handler mirror_maker.handlers.PartitionPreservingHandler")
+        raise ConfigError(f"--emit.offset-syncs.enabled{_implied(config)} needs the source partition kept "
+                          "(MirrorMaker 2's mapping): --message.handler mirror_maker.handlers.PartitionPreservingHandler")
+
+
+def _implied(config) -> str:
+    return " (on with --emit.checkpoints.enabled)" if config.replication.emit_checkpoints else ""
 
 
 def _option_name(python_name: str) -> str:
@@ -194,14 +200,16 @@ def _option_name(python_name: str) -> str:
 
 
 def _replication_options(params: dict):
-    """MirrorMaker 2's options; one that means nothing without its switch is a mistake worth a line."""
+    """MirrorMaker 2's options; one that means nothing without its switch is worth a WARN line (a
+    MirrorMaker 2 user expects its switch on, as it is by default there)."""
     from ..config.replication import build_replication_options
 
     given = {name: params.pop(name) for _decls, name, *_rest in options.MM2_OPTIONS}
+    replication = build_replication_options(**{_RENAMED.get(name, name): value for name, value in given.items()})
     for dependent, switch in _NEEDS.items():
-        if given[dependent] is not None and not given[switch]:
-            raise ConfigError(f"{_option_name(dependent)} is only used with {_option_name(switch)} true")
-    return build_replication_options(**{_RENAMED.get(name, name): value for name, value in given.items()})
+        if given[dependent] is not None and not getattr(replication, _RENAMED.get(switch, switch)):
+            log.warning("%s is only used with %s true: ignored", _option_name(dependent), _option_name(switch))
+    return replication
 
 
 def _spark_options(params: dict):
@@ -249,18 +257,18 @@ def invoke(argv: List[str]) -> int:
         return exc.exit_code
     except click.Abort:
         return exit_codes.SIGINT
-    except ConfigError as exc:
+    except (KeyboardInterrupt, Exception) as exc:
+        return error_status(exc)
+
+
+def error_status(exc: BaseException) -> int:
+    """One ERROR line for what ended the run (none for Ctrl-C), and its exit status."""
+    if isinstance(exc, MirrorMakerError):
         _error_line(exc)
-        return exit_codes.USAGE
-    except MirrorMakerError as exc:
-        _error_line(exc)
-        return exit_codes.FATAL
-    except KeyboardInterrupt:
-        return exit_codes.SIGINT
-    except Exception as exc:  # the last resort: one line, the traceback only at DEBUG
+    elif not isinstance(exc, KeyboardInterrupt):  # the last resort: one line, the traceback only at DEBUG
         log.debug("unexpected error", exc_info=True)
         _error_line(f"unexpected error: {type(exc).__name__}: {exc}")
-        return exit_codes.FATAL
+    return exit_codes.for_error(exc)
 
 
 def _error_line(message) -> None:

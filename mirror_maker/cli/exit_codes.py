@@ -32,3 +32,13 @@ def for_run(failed: bool, stop_signal: Optional[int], incomplete: bool = False) 
     if stop_signal is not None:
         return for_signal(stop_signal)
     return FATAL if incomplete else OK
+
+
+def for_error(exc: BaseException) -> int:
+    """The status of a run that ended with ``exc``: bad input before anything connected (a
+    ``ConfigError``) is a usage error, a mirror's failure or anything unexpected a fatal one."""
+    from ..errors import ConfigError
+
+    if isinstance(exc, KeyboardInterrupt):
+        return SIGINT
+    return USAGE if isinstance(exc, ConfigError) else FATAL

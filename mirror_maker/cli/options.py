@@ -132,8 +132,8 @@ MM2_OPTIONS = [
      "MirrorMaker 2's (throttled replicas, message.timestamp.*, unclean.leader.election.enable, "
      "min.insync.replicas)", {}),
     (("--sync.topic.acls.enabled",), "sync_topic_acls",
-     "String: true: the source's literal topic ACLs are copied to the target topics (ALLOW only, "
-     "never WRITE, ALL as READ).", "false", dict(callback=_boolean)),
+     "String: true: the source's literal topic ACLs are copied to the target topics (never ALLOW "
+     "WRITE, ALLOW ALL as READ, DENY as it is).", "false", dict(callback=_boolean)),
     (("--sync.topic.acls.interval.seconds",), "sync_topic_acls_interval_s",
      "Integer: How often topic ACLs are synced.", "600", dict(type=int)),
     (("--emit.offset-syncs.enabled",), "emit_offset_syncs",

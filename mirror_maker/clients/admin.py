@@ -31,6 +31,7 @@ _CLIENT_KEYS_SKIPPED = {
     "partitioner", "linger.ms", "batch.size", "batch.num.messages", "compression.type",
     "compression.level", "retries", "queue.buffering.max.kbytes", "queue.buffering.max.messages",
     "message.max.bytes", "request.timeout.ms", "transaction.timeout.ms", "delivery.report.only.error",
+    "fetch.queue.backoff.ms",
 }
 
 

@@ -110,15 +110,26 @@ def build_config(
     rebalance_listener_args: Optional[str] = None,
 ) -> MirrorMakerConfig:
     """Read, translate and validate everything; nothing here connects to a cluster."""
+    consumer_props = load_properties(consumer_config, "--consumer.config")
+    producer_props = load_properties(producer_config, "--producer.config")
+    return config_from_properties(
+        consumer_props, producer_props, compile_include(include), f"--consumer.config {consumer_config}",
+        f"--producer.config {producer_config}", num_streams=num_streams,
+        offset_commit_interval_ms=offset_commit_interval_ms, abort_on_send_failure=abort_on_send_failure,
+        message_handler=message_handler, message_handler_args=message_handler_args,
+        rebalance_listener=rebalance_listener, rebalance_listener_args=rebalance_listener_args)
+
+
+def config_from_properties(consumer_props: Dict[str, str], producer_props: Dict[str, str], include: Pattern[str],
+                           consumer_source: str, producer_source: str, num_streams: int = 1,
+                           offset_commit_interval_ms: int = 60000, **options) -> MirrorMakerConfig:
+    """The config of Java client settings given as dicts (``consumer_source`` and
+    ``producer_source`` name where they came from in error lines): the properties files of
+    MirrorMaker v1's command line, or one flow of MirrorMaker 2's mm2.properties."""
     if num_streams < 1:
         raise ConfigError(f"--num.streams: {num_streams} is not a positive number of threads")
     if offset_commit_interval_ms < 0:
         raise ConfigError(f"--offset.commit.interval.ms: {offset_commit_interval_ms} is negative")
-    consumer_source = f"--consumer.config {consumer_config}"
-    producer_source = f"--producer.config {producer_config}"
-    consumer_props = load_properties(consumer_config, "--consumer.config")
-    producer_props = load_properties(producer_config, "--producer.config")
-    pattern = compile_include(include)
     consumer, consumer_engine = build_consumer_conf(consumer_props, consumer_source)
     producer, producer_engine = build_producer_conf(producer_props, producer_source)
 
@@ -129,17 +140,13 @@ def build_config(
     return MirrorMakerConfig(
         consumer=consumer,
         producer=producer,
-        include=pattern,
+        include=include,
         num_streams=num_streams,
         offset_commit_interval_ms=offset_commit_interval_ms,
-        abort_on_send_failure=abort_on_send_failure,
-        message_handler=message_handler,
-        message_handler_args=message_handler_args,
-        rebalance_listener=rebalance_listener,
-        rebalance_listener_args=rebalance_listener_args,
         batch_size=parse_int(consumer_engine.get("max.poll.records", DEFAULT_BATCH_SIZE), "max.poll.records", 1),
         exclude_internal_topics=consumer_engine.get("exclude.internal.topics", "true").strip().lower() != "false",
         topic_refresh_ms=parse_int(consumer.get("metadata.max.age.ms", 300000), "metadata.max.age.ms", 1),
         sync_send=producer_type == "sync",
         max_block_ms=parse_int(max_block, "max.block.ms") if max_block is not None else None,
+        **options,
     )

@@ -4,11 +4,14 @@ defaults, except that every sync is off by default here (MirrorMaker v1's behavi
 
 from __future__ import annotations
 
+import logging
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Optional, Pattern
 
 from ..errors import ConfigError
+
+log = logging.getLogger("mirror_maker.config")
 
 #: MirrorMaker 2's ``config.properties.exclude`` default (DefaultConfigPropertyFilter).
 DEFAULT_CONFIG_EXCLUDE = ("follower\\.replication\\.throttled\\.replicas, "
@@ -17,6 +20,8 @@ DEFAULT_CONFIG_EXCLUDE = ("follower\\.replication\\.throttled\\.replicas, "
                           "unclean\\.leader\\.election\\.enable, min\\.insync\\.replicas")
 #: MirrorMaker 2's ``groups.exclude`` default (DefaultGroupFilter).
 DEFAULT_GROUPS_EXCLUDE = "console-consumer-.*, connect-.*, __.*"
+#: The names that choose MirrorMaker 2's DefaultReplicationPolicy.
+DEFAULT_POLICY_NAMES = ("default", "org.apache.kafka.connect.mirror.DefaultReplicationPolicy")
 
 
 @dataclass(frozen=True)
@@ -35,6 +40,10 @@ class ReplicationOptions:
     sync_topic_acls_interval_s: int = 600
     #: For the target topics the mirror creates (None: the target broker's default).
     replication_factor: Optional[int] = None
+    #: For MirrorMaker 2's internal topics (None: as ``replication_factor``).
+    offset_syncs_replication_factor: Optional[int] = None
+    checkpoints_replication_factor: Optional[int] = None
+    heartbeats_replication_factor: Optional[int] = None
     # Consumer failover (MirrorMaker 2's offset syncs, checkpoints, group offset sync, heartbeats).
     emit_offset_syncs: bool = False
     offset_syncs_location: str = "source"
@@ -47,6 +56,12 @@ class ReplicationOptions:
     sync_group_offsets_interval_s: int = 60
     emit_heartbeats: bool = False
     emit_heartbeats_interval_s: int = 1
+
+    def internal_replication_factor(self, topic: str) -> Optional[int]:
+        """The replication factor of MirrorMaker 2's ``offset-syncs``, ``checkpoints`` or
+        ``heartbeats`` topic (None: the broker's default)."""
+        own = getattr(self, f"{topic.replace('-', '_')}_replication_factor")
+        return own if own is not None else self.replication_factor
 
     @property
     def config_exclude_pattern(self) -> Pattern[str]:
@@ -91,8 +106,23 @@ def compile_list(value: str, option: str) -> Pattern[str]:
 
 
 def build_replication_options(**given) -> ReplicationOptions:
-    """The options as given (None: not given), checked: one line naming what is wrong."""
+    """The options as given (None: not given), checked: one line naming what is wrong.
+
+    As in MirrorMaker 2, checkpoints need offset syncs and group offset sync needs checkpoints:
+    the switch a feature needs is turned on with it unless it was turned off explicitly."""
+    if given.get("policy") in DEFAULT_POLICY_NAMES and (given.get("source_alias") is None
+                                                        or given.get("target_alias") is None):
+        raise ConfigError("--replication.policy.class default needs both --source.cluster.alias and "
+                          "--target.cluster.alias: left at source and target, mirrors A->B and B->A cannot "
+                          "tell each other's remote topics and mirror them back and forth")
     options = ReplicationOptions(**{k: v for k, v in given.items() if v is not None})
+    for feature, needed, feature_option, needed_option in (
+            ("sync_group_offsets", "emit_checkpoints", "--sync.group.offsets.enabled", "--emit.checkpoints.enabled"),
+            ("emit_checkpoints", "emit_offset_syncs", "--emit.checkpoints.enabled", "--emit.offset-syncs.enabled")):
+        if getattr(options, feature) and not getattr(options, needed):
+            if given.get(needed) is False:
+                raise ConfigError(f"{feature_option} true needs {needed_option} true, which is given as false")
+            options = replace(options, **{needed: True})
     for option, value in (("--sync.topic.configs.interval.seconds", options.sync_topic_configs_interval_s),
                           ("--refresh.topics.interval.seconds", options.refresh_topics_interval_s),
                           ("--sync.topic.acls.interval.seconds", options.sync_topic_acls_interval_s),
@@ -102,8 +132,12 @@ def build_replication_options(**given) -> ReplicationOptions:
                           ("--offset.lag.max", options.offset_lag_max)):
         if value < 1:
             raise ConfigError(f"{option}: {value} is not a positive number")
-    if options.replication_factor is not None and options.replication_factor < 1:
-        raise ConfigError(f"--replication.factor: {options.replication_factor} is not a positive number")
+    for option, factor in (("--replication.factor", options.replication_factor),
+                           ("offset-syncs.topic.replication.factor", options.offset_syncs_replication_factor),
+                           ("checkpoints.topic.replication.factor", options.checkpoints_replication_factor),
+                           ("heartbeats.topic.replication.factor", options.heartbeats_replication_factor)):
+        if factor is not None and factor < 1:
+            raise ConfigError(f"{option}: {factor} is not a positive number")
     if not options.separator:
         raise ConfigError("--replication.policy.separator must not be empty")
     for option, alias in (("--source.cluster.alias", options.source_alias),
@@ -114,11 +148,6 @@ def build_replication_options(**given) -> ReplicationOptions:
         raise ConfigError(f"--source.cluster.alias and --target.cluster.alias are both '{options.source_alias}'")
     if options.offset_syncs_location not in ("source", "target"):
         raise ConfigError(f"--offset-syncs.topic.location: '{options.offset_syncs_location}' is not source or target")
-    if options.emit_checkpoints and not options.emit_offset_syncs:
-        raise ConfigError("--emit.checkpoints.enabled true needs --emit.offset-syncs.enabled true (checkpoints "
-                          "translate offsets with the offset syncs)")
-    if options.sync_group_offsets and not options.emit_checkpoints:
-        raise ConfigError("--sync.group.offsets.enabled true needs --emit.checkpoints.enabled true")
     for pattern in ("config_exclude_pattern", "groups_pattern", "groups_exclude_pattern"):
         getattr(options, pattern)  # a bad list fails here
     return options

@@ -64,7 +64,9 @@ class MirrorMaker:
     """
 
     def __init__(self, config: MirrorMakerConfig, handler, listener,
-                 streams: Optional[Sequence[int]] = None) -> None:
+                 streams: Optional[Sequence[int]] = None, singletons: Optional[Callable[[], bool]] = None) -> None:
+        """``singletons``: whether this process runs the syncs, checkpoints and heartbeats now
+        (MirrorMaker 2's dedicated mode elects one node of several; None: always)."""
         self.config = config
         self._streams = range(config.num_streams) if streams is None else streams
         self.state = RunState(config.shutdown_timeout_s)
@@ -83,6 +85,7 @@ class MirrorMaker:
         self._topic_sync = None  # MirrorMaker 2's topic syncs, when one is on
         self._syncs_topic = None  # --emit.offset-syncs.enabled
         self._failover = None  # checkpoints, group offset sync, heartbeats
+        self._singletons = singletons
         self._admins = ()  # the source's and the target's admin clients
 
     def start(self) -> None:
@@ -113,7 +116,7 @@ class MirrorMaker:
             config.topic_refresh_ms, config.consumer["bootstrap.servers"], rules, state=self.state)
         if config.replication.syncs and 0 in self._streams:  # one sync per run (Spark: task 0's)
             self._topic_sync = TopicSync(config.replication, target_topics, configs, source_admin, target_admin,
-                                         self.state)
+                                         self.state, active=self._singletons)
         shared = Shared(config, self.producer, self._handler, self._listener, self.state, self._subscription,
                         target_topics, self.metrics, source_errors)
         mode = mode_for(shared)
@@ -155,7 +158,7 @@ class MirrorMaker:
             cluster = connection_settings(config.consumer if on_source else config.producer)
             name = rules.policy.offset_syncs_topic(options.target_alias if on_source else options.source_alias)
             self._syncs_topic = OffsetSyncsTopic(name, cluster, source_admin if on_source else target_admin,
-                                                 options.replication_factor)
+                                                 options.internal_replication_factor("offset-syncs"), self.metrics)
             for thread in self.threads:
                 thread.offset_syncs = OffsetSyncWriter(self._syncs_topic, target_admin, rules.remote,
                                                        options.offset_lag_max, self.state)
@@ -163,7 +166,7 @@ class MirrorMaker:
                 store = OffsetSyncStore(cluster, name)
         if self._topic_sync is not None:
             self._failover = ConsumerFailover(options, rules, store, source_admin, target_admin,
-                                              connection_settings(config.producer))
+                                              connection_settings(config.producer), self.metrics)
             for interval, job in self._failover.jobs():
                 self._topic_sync.add(interval, job)
 

@@ -13,7 +13,7 @@ from socketserver import ThreadingMixIn
 from typing import Callable, Tuple
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
-from prometheus_client import CollectorRegistry, make_wsgi_app
+from prometheus_client import CollectorRegistry, ProcessCollector, make_wsgi_app
 
 from ..errors import ConfigError
 
@@ -34,6 +34,7 @@ class OpsServer:
                  readiness: Callable[[], Tuple[bool, str]]) -> None:
         registry = CollectorRegistry(auto_describe=False)
         registry.register(collector)
+        registry.register(ProcessCollector(registry=None))  # process_cpu_seconds_total, memory, open files
         self._metrics_app = make_wsgi_app(registry)
         self._readiness = readiness
         try:

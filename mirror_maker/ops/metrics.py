@@ -106,6 +106,11 @@ class MirrorMetrics:
         #: (min, max, avg) ms from ``produce`` to the target's acknowledgement, from librdkafka's
         #: last statistics window; None until the first one.
         self.ack_delay_ms: Optional[Tuple[float, float, float]] = None
+        # Consumer failover: what reached the target, and MirrorMaker 2's checkpoint-latency-ms.
+        self.offset_syncs = 0
+        self.checkpoints = 0
+        self.heartbeats = 0
+        self.checkpoint_latency: Dict[Tuple[str, TopicPartition], WindowStat] = {}
         #: A cluster side ("target") -> its client errors, which know whether it is reachable
         #: (anything with ``unreachable_for()``: seconds since it went away, or None).
         self.cluster_errors: Dict[str, object] = {}
@@ -161,6 +166,21 @@ class MirrorMetrics:
         with self._lock:
             self.rebalances[event] += 1
 
+    def offset_syncs_written(self, count: int) -> None:
+        with self._lock:
+            self.offset_syncs += count
+
+    def checkpoint_written(self, group: str, tp: TopicPartition, latency_ms: float) -> None:
+        """A checkpoint the target acknowledged ``latency_ms`` after it was made."""
+        with self._lock:
+            self.checkpoints += 1
+            stat = self.checkpoint_latency.setdefault((group, tp), WindowStat())
+            stat.record_many(latency_ms, latency_ms, latency_ms, 1, self._clock())
+
+    def heartbeat_written(self) -> None:
+        with self._lock:
+            self.heartbeats += 1
+
     def set_lag(self, tp: TopicPartition, lag: Optional[int]) -> None:
         self._stats(tp).lag = lag
 
@@ -186,6 +206,27 @@ class MirrorMetrics:
                 "unreachable": self.unreachable(),
             }
 
+    def partition_values(self, now: float):
+        """Per source partition: (tp, records, bytes, lag, record ages, replication latencies),
+        the windows as (min, max, avg) or None; what both exports read."""
+        with self._lock:
+            items = sorted(self.partitions.items())
+        delay = self.ack_delay_ms
+        for tp, stats in items:
+            ages = stats.age.values(now)
+            latencies = stats.latency.values(now) if ages is not None else None
+            if latencies is None and ages is not None and delay is not None:
+                latencies = tuple(age + extra for age, extra in zip(ages, delay))
+            yield tp, stats.records, stats.bytes, stats.lag, ages, latencies
+
+    def failover_values(self, now: float):
+        """(offset syncs, checkpoints, heartbeats) written, and per (group, source partition) the
+        checkpoint latency window (min, max, avg)."""
+        with self._lock:
+            counts = (self.offset_syncs, self.checkpoints, self.heartbeats)
+            windows = sorted(self.checkpoint_latency.items())
+        latencies = [(group, tp, stat.values(now)) for (group, tp), stat in windows]
+        return counts, [(group, tp, values) for group, tp, values in latencies if values is not None]
     def unreachable(self) -> Dict[str, float]:
         """Each cluster side that cannot be reached now, with how long it has been away (s)."""
         away = {side: errors.unreachable_for() for side, errors in self.cluster_errors.items()}
@@ -197,7 +238,6 @@ class MirrorMetrics:
 
         now = self._clock()
         with self._lock:
-            items = sorted(self.partitions.items())
             dropped, commits, commit_sum = self.dropped, self.commits, self.commit_seconds_sum
             filtered, fallbacks = self.filtered_records, dict(self.fallbacks)
             buckets, rebalances = list(self.commit_buckets), dict(self.rebalances)
@@ -218,27 +258,18 @@ class MirrorMetrics:
             for stat in ("min", "max", "avg"):
                 windows[(name, stat)] = GaugeMetricFamily(
                     f"mirrormaker_{name}_{stat}", f"{help_text} ({stat}, last 30-60 s)", labels=labels)
-        delay = self.ack_delay_ms
-        for tp, stats in items:
+        for tp, records, nbytes, lag, ages, latencies in self.partition_values(now):
             values = [tp.topic, str(tp.partition)] + ([target_topic(tp.topic)] if target_topic else [])
-            families["records"].add_metric(values, stats.records)
-            families["bytes"].add_metric(values, stats.bytes)
-            if stats.lag is not None:
-                families["lag"].add_metric(values, stats.lag)
-            ages = stats.age.values(now)
-            if ages is None:
-                continue
-            for stat, value in zip(("min", "max", "avg"), ages):
-                windows[("record_age_ms", stat)].add_metric(values, value)
-            measured = stats.latency.values(now)
-            if measured is not None:
-                for stat, value in zip(("min", "max", "avg"), measured):
-                    windows[("replication_latency_ms", stat)].add_metric(values, value)
-            elif delay is not None:
-                for stat, age, extra in zip(("min", "max", "avg"), ages, delay):
-                    windows[("replication_latency_ms", stat)].add_metric(values, age + extra)
+            families["records"].add_metric(values, records)
+            families["bytes"].add_metric(values, nbytes)
+            if lag is not None:
+                families["lag"].add_metric(values, lag)
+            for name, window in (("record_age_ms", ages), ("replication_latency_ms", latencies)):
+                for stat, value in zip(("min", "max", "avg"), window or ()):
+                    windows[(name, stat)].add_metric(values, value)
         yield from families.values()
         yield from windows.values()
+        yield from self._failover_families(now)
         yield CounterMetricFamily("mirrormaker_records_acknowledged", "Records the target acknowledged",
                                   value=self.acknowledged())
         yield CounterMetricFamily("mirrormaker_dropped_messages", "Records that could not be sent "
@@ -267,3 +298,20 @@ class MirrorMetrics:
                                 value=self.stalled_seconds())
         yield GaugeMetricFamily("mirrormaker_assigned_partitions", "Source partitions assigned to "
                                 "this process", value=self.assigned_partitions())
+
+    def _failover_families(self, now: float):
+        from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+
+        (syncs, checkpoints, heartbeats), latencies = self.failover_values(now)
+        for name, help_text, value in (("offset_syncs", "Offset syncs written", syncs),
+                                       ("checkpoints", "Checkpoints the target acknowledged", checkpoints),
+                                       ("heartbeats", "Heartbeats the target acknowledged", heartbeats)):
+            yield CounterMetricFamily(f"mirrormaker_{name}", help_text, value=value)
+        windows = {stat: GaugeMetricFamily(f"mirrormaker_checkpoint_latency_ms_{stat}", "Checkpoint made to "
+                                           f"acknowledged (MirrorMaker 2 checkpoint-latency-ms; {stat}, last "
+                                           "30-60 s)", labels=["group", "topic", "partition"])
+                   for stat in ("min", "max", "avg")}
+        for group, tp, values in latencies:
+            for stat, value in zip(("min", "max", "avg"), values):
+                windows[stat].add_metric([group, tp.topic, str(tp.partition)], value)
+        yield from windows.values()

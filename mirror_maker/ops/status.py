@@ -52,8 +52,10 @@ def combine(snapshots: List[dict]) -> dict:
 
 class StatusReporter:
     def __init__(self, snapshot: Callable[[], dict], interval_s: float, progress: bool = False,
-                 clock: Callable[[], float] = time.monotonic, stall_s: float = STALL_S) -> None:
+                 clock: Callable[[], float] = time.monotonic, stall_s: float = STALL_S, label: str = "") -> None:
+        """``label``: what the line is about when a process has several (a flow's name)."""
         self._snapshot = snapshot
+        self._label = f" {label}" if label else ""
         self._interval_s = interval_s
         self._clock = clock
         self._watch = ProgressWatch(stall_s, clock)
@@ -79,15 +81,16 @@ class StatusReporter:
         now = self._clock() if now is None else now
         totals = self._snapshot()
         elapsed = max(now - self._last_time, 1e-9)
-        rate = (totals["records"] - self._last["records"]) / elapsed
-        mbps = (totals["bytes"] - self._last["bytes"]) / elapsed / 1e6
+        # A mirror started again (a flow of the dedicated mode) counts from zero: no negative rate.
+        rate = max(0.0, totals["records"] - self._last["records"]) / elapsed
+        mbps = max(0.0, totals["bytes"] - self._last["bytes"]) / elapsed / 1e6
         away = "".join(f", the {side} cluster unreachable for {seconds:.0f} s"
                        for side, seconds in sorted(totals.get("unreachable", {}).items()))
         stalled = (f"; STALLED for {self.stalled_s:.0f} s: nothing acknowledged by the target or committed while "
                    f"records wait" if self.stalled_s else "")
         log.log(logging.WARNING if self.stalled_s else logging.INFO,
-                "Status: %.1f records/s, %.2f MB/s, lag %d, dropped %d, %d partitions assigned, "
-                "%d records mirrored in total, %d waiting for the target%s%s", rate, mbps, totals["lag"],
+                "Status%s: %.1f records/s, %.2f MB/s, lag %d, dropped %d, %d partitions assigned, "
+                "%d records mirrored in total, %d waiting for the target%s%s", self._label, rate, mbps, totals["lag"],
                 totals["dropped"], totals["assigned"], totals["acked"], totals["queued"], away, stalled)
         self._last, self._last_time = totals, now
 

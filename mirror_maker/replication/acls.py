@@ -1,7 +1,8 @@
 """Topic ACLs as MirrorMaker 2 copies them (``MirrorSourceConnector.listTopicAclBindings``,
 ``shouldReplicateAcl``, ``targetAclBinding``): the source's LITERAL topic ACLs of the mirrored
-topics; ALLOW only (a DENY could lock out what the target's own ACLs allow), never ALLOW WRITE
-(only the mirror writes to a mirrored topic), and ALLOW ALL becomes ALLOW READ."""
+topics, every binding but ALLOW WRITE (only the mirror writes to a mirrored topic), ALLOW ALL
+turned into ALLOW READ, and DENY entries as they are: a DENY left behind would give the target
+topic wider access than its source topic has."""
 
 from __future__ import annotations
 
@@ -25,14 +26,15 @@ def target_bindings(source: Iterable[AclBinding], targets: Dict[str, Iterable[st
     its target topics."""
     out = []
     for binding in source:
-        if binding.permission_type != AclPermissionType.ALLOW or binding.operation == AclOperation.WRITE:
+        allow = binding.permission_type == AclPermissionType.ALLOW
+        if allow and binding.operation == AclOperation.WRITE:
             continue
         if binding.resource_pattern_type != ResourcePatternType.LITERAL or binding.name not in targets:
             continue
-        operation = AclOperation.READ if binding.operation == AclOperation.ALL else binding.operation
+        operation = AclOperation.READ if allow and binding.operation == AclOperation.ALL else binding.operation
         for topic in sorted(targets[binding.name]):
             out.append(AclBinding(ResourceType.TOPIC, topic, ResourcePatternType.LITERAL, binding.principal,
-                                  binding.host, operation, AclPermissionType.ALLOW))
+                                  binding.host, operation, binding.permission_type))
     return out
 
 

@@ -96,7 +96,10 @@ class ConsumerFailover:
     """The checkpoint, group offset sync and heartbeat jobs."""
 
     def __init__(self, options, rules, store: Optional[OffsetSyncStore], source_admin, target_admin,
-                 producer_conf: Dict[str, str]) -> None:
+                 producer_conf: Dict[str, str], metrics=None) -> None:
+        """``metrics``: the run's ``MirrorMetrics`` (checkpoints and heartbeats written, and
+        MirrorMaker 2's checkpoint-latency-ms), if any."""
+        self._metrics = metrics
         self._options = options
         self._rules = rules
         self._store = store
@@ -124,7 +127,8 @@ class ConsumerFailover:
 
     def _ensure(self, topic: str) -> None:
         if topic not in self._created:
-            ensure_topic(self._target, topic, self._options.replication_factor)
+            kind = "checkpoints" if topic == self.checkpoints_topic else "heartbeats"
+            ensure_topic(self._target, topic, self._options.internal_replication_factor(kind))
             self._created.add(topic)
 
     def _groups(self) -> List[str]:
@@ -135,6 +139,7 @@ class ConsumerFailover:
 
     def emit_checkpoints(self) -> int:
         """Checkpoints: source groups' offsets translated to the target's, written when they moved."""
+        self._ensure(self.checkpoints_topic)  # at once, as MirrorMaker 2 creates it at its start
         self._store.update()
         mirrored = set(self._store.partitions())
         if not mirrored:
@@ -163,15 +168,28 @@ class ConsumerFailover:
                 key = (group, checkpoint.topic, checkpoint.partition)
                 if self.latest.get(key) == checkpoint:
                     continue
-                self._ensure(self.checkpoints_topic)
                 record_key, value = encode_checkpoint(checkpoint)
-                self._producer.produce(self.checkpoints_topic, value, record_key, 0)
+                self._producer.produce(self.checkpoints_topic, value, record_key, 0,
+                                       on_delivery=self._checkpoint_delivered(group, tp.topic, tp.partition))
                 self.latest[key] = checkpoint
                 written += 1
         if written:
             self._producer.flush(REQUEST_TIMEOUT_S)
             log.info("Wrote %d checkpoints to %s", written, self.checkpoints_topic)
         return written
+
+    def _checkpoint_delivered(self, group: str, topic: str, partition: int):
+        """MirrorMaker 2's checkpoint-latency-ms: from the checkpoint's creation to the target's
+        acknowledgement, per group and source partition."""
+        if self._metrics is None:
+            return None
+        created = time.time()
+
+        def delivered(err, _msg) -> None:
+            if err is None:
+                self._metrics.checkpoint_written(group, TopicPartition(topic, partition),
+                                                 (time.time() - created) * 1000.0)
+        return delivered
 
     def sync_group_offsets(self) -> int:
         """Group offset sync: translated offsets committed to groups with no active member on the target."""
@@ -221,9 +239,13 @@ class ConsumerFailover:
         self._ensure(self.heartbeats_topic)
         key, value = encode_heartbeat(Heartbeat(self._rules.source_alias, self._rules.target_alias,
                                                 int(time.time() * 1000)))
-        self._producer.produce(self.heartbeats_topic, value, key, 0)
+        self._producer.produce(self.heartbeats_topic, value, key, 0, on_delivery=self._heartbeat_delivered)
         self._producer.poll(0)
         return 1
+
+    def _heartbeat_delivered(self, err, _msg) -> None:
+        if err is None and self._metrics is not None:
+            self._metrics.heartbeat_written()
 
     def close(self, deadline: float) -> None:
         """Flush the last checkpoints and heartbeats until the stop's ``deadline``: a checkpoint

@@ -104,9 +104,12 @@ class OffsetSyncsTopic:
     """The offset-syncs topic and the producer that writes it (one per process): created when
     missing as MirrorMaker 2 creates it, one partition, compacted."""
 
-    def __init__(self, name: str, cluster_conf: Dict[str, str], admin, replication_factor: Optional[int]) -> None:
-        """``cluster_conf``: the connection settings of the topic's cluster."""
+    def __init__(self, name: str, cluster_conf: Dict[str, str], admin, replication_factor: Optional[int],
+                 metrics=None) -> None:
+        """``cluster_conf``: the connection settings of the topic's cluster; ``metrics``: the run's
+        ``MirrorMetrics`` (offset syncs written), if any."""
         self.name = name
+        self._metrics = metrics
         self._admin = admin
         self._replication_factor = replication_factor
         conf = dict(cluster_conf)
@@ -126,10 +129,14 @@ class OffsetSyncsTopic:
                 self._creation = None  # a refusal: asked again at the next write
                 topic_ready(creation, self.name)
                 self._created = True
+            count = 0
             for sync in syncs:
                 key, value = encode_offset_sync(sync)
                 self._produce(key, value)
+                count += 1
             self._producer.poll(0)
+            if self._metrics is not None:
+                self._metrics.offset_syncs_written(count)
 
     def _produce(self, key: bytes, value: bytes) -> None:
         while True:

@@ -197,6 +197,12 @@ class TopicRules:
             name = self._names[topic] = self.policy.format_remote_topic(self.source_alias, topic)
         return name
 
+    @property
+    def detects_cycles(self) -> bool:
+        """False for the identity policy: its remote topics keep their names, so nothing tells a
+        topic mirrored from the target apart from the source's own (MirrorMaker 2's warning too)."""
+        return self.mm2_rules and not isinstance(self.policy, IdentityReplicationPolicy)
+
     def is_cycle(self, topic: str) -> bool:
         """The topic came from the target cluster (by the policy), at any hop."""
         seen = set()
@@ -238,3 +244,13 @@ def topic_rules(options) -> TopicRules:
         return TopicRules(UnchangedNames(), options.source_alias, options.target_alias, mm2_rules=False)
     policy = load_policy(options.policy, options.separator, options.source_alias)
     return TopicRules(policy, options.source_alias, options.target_alias, mm2_rules=True)
+
+
+def cycle_warning(rules: TopicRules) -> Optional[str]:
+    """The start-up WARN for a policy that cannot detect cycles (MirrorMaker 2's documentation
+    says the same of its IdentityReplicationPolicy); None when the policy can."""
+    if not rules.mm2_rules or rules.detects_cycles:
+        return None
+    return (f"The identity replication policy cannot detect cycles: a flow {rules.source_alias}->"
+            f"{rules.target_alias} next to one in the other direction mirrors every record back and forth; "
+            f"keep such flows one-way")

@@ -11,7 +11,9 @@
 
 Each job covers the (source, target) topic pairs the mirror writes to (``TargetTopics.mapping``).
 A job that fails (a cluster away, a refused request) logs one WARN and runs again at its next
-interval: it never stops the mirror.
+interval: it never stops the mirror. With ``active`` (several nodes running the same flow, as in
+MirrorMaker 2's dedicated mode) the jobs run only while it says this node is the one; a node that
+becomes the one runs every job at once.
 """
 
 from __future__ import annotations
@@ -35,8 +37,10 @@ IDLE_WAIT_S = 0.5
 
 
 class TopicSync(threading.Thread):
-    def __init__(self, options, target_topics, configs, source_admin, target_admin, state) -> None:
+    def __init__(self, options, target_topics, configs, source_admin, target_admin, state, active=None) -> None:
         super().__init__(name="mirrormaker-topic-sync", daemon=True)
+        self._active = active
+        self._was_active = True
         self._options = options
         self._target_topics = target_topics
         self._configs = configs
@@ -58,6 +62,14 @@ class TopicSync(threading.Thread):
     def run(self) -> None:
         while not self._state.stopping:
             now = time.monotonic()
+            if self._active is not None and not self._active():
+                self._was_active = False
+                self._state.wait(IDLE_WAIT_S)
+                continue
+            if not self._was_active:  # this node took over: what the last one did may be a while ago
+                self._was_active = True
+                for job in self._jobs:
+                    job[0] = now
             for job in self._jobs:
                 if now >= job[0] and not self._state.stopping:
                     job[0] = now + job[1]

@@ -21,7 +21,7 @@ pytestmark = pytest.mark.needs_kafka_feature("consumer group offsets administere
 
 LAG_MAX = 100
 FAILOVER = ("--message.handler", "mirror_maker.handlers.PartitionPreservingHandler",
-            "--replication.policy.class", "default", "--source.cluster.alias", "a",
+            "--replication.policy.class", "default", "--source.cluster.alias", "a", "--target.cluster.alias", "b",
             "--emit.offset-syncs.enabled", "true", "--emit.checkpoints.enabled", "true",
             "--emit.checkpoints.interval.seconds", "1", "--sync.group.offsets.enabled", "true",
             "--sync.group.offsets.interval.seconds", "1", "--emit.heartbeats.enabled", "true",
@@ -106,7 +106,7 @@ def test_a_group_fails_over_to_the_target_missing_nothing(tmp_path, source, targ
     assert translated == {TopicPartition(remote, p): o for p, o in committed.items()}
     assert sorted(line for line in java if line.startswith("offset")) == \
         sorted(f"offset {remote} {p} {o}" for p, o in committed.items())
-    assert "heartbeat a target" in java
+    assert "heartbeat a b" in java
     on_target = read_from_committed(target, group, remote)
     values_source = Counter(v for _p, _o, v in on_source)
     values_target = Counter(v for _p, _o, v in on_target)

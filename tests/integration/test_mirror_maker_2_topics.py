@@ -50,8 +50,8 @@ def test_default_policy_names_target_topics_after_the_source_alias(tmp_path, sou
     source.seed(topic, records)
     source.seed(internal, make_records(5, "i"))
     mirror = MirrorProcess(mirror_args(files, f"{topic}.*", "--replication.policy.class", "default",
-                                       "--source.cluster.alias", "a", "--exit.when.caught.up"),
-                           tmp_path / "mirror.log")
+                                       "--source.cluster.alias", "a", "--target.cluster.alias", "b",
+                                       "--exit.when.caught.up"), tmp_path / "mirror.log")
     assert mirror.wait(120) == 0, mirror.log()
     assert sorted(values(target.read_values(f"a.{topic}", [r.value for r in records]))) == \
         sorted(r.value for r in records)
@@ -64,8 +64,8 @@ def test_raw_mode_sends_batches_to_the_policys_names(tmp_path, source, target, f
     records = make_records(300)
     source.seed(topic, records, **{"compression.type": "lz4", "linger.ms": 50})
     mirror = MirrorProcess(mirror_args(files, topic, "--use.raw.bytes", "--replication.policy.class", "default",
-                                       "--source.cluster.alias", "a", "--exit.when.caught.up"),
-                           tmp_path / "mirror.log")
+                                       "--source.cluster.alias", "a", "--target.cluster.alias", "b",
+                                       "--exit.when.caught.up"), tmp_path / "mirror.log")
     assert mirror.wait(120) == 0, mirror.log()
     rows = target.read_values(f"a.{topic}", [r.value for r in records])
     by_partition = {p: sorted(rec.value for q, _o, rec in rows if q == p) for p in (0, 1)}
@@ -81,6 +81,7 @@ def test_identity_policy_keeps_names(tmp_path, source, target, files):
     mirror = MirrorProcess(mirror_args(files, topic, "--replication.policy.class", "identity",
                                        "--exit.when.caught.up"), tmp_path / "mirror.log")
     assert mirror.wait(120) == 0, mirror.log()
+    assert "The identity replication policy cannot detect cycles" in mirror.log()
     assert len(target.read_values(topic, [r.value for r in records])) == 50
 
 
@@ -161,7 +162,7 @@ def test_partitions_followed_and_new_partitions_mirrored_from_their_start(tmp_pa
 
 
 @OWN_ACLS
-def test_topic_acls_copied_allow_only_never_write_all_as_read(tmp_path, source, target, files):
+def test_topic_acls_copied_never_allow_write_all_as_read_deny_kept(tmp_path, source, target, files):
     topic = source.create_topic("acls", partitions=1)
     bindings = [AclBinding(ResourceType.TOPIC, topic, ResourcePatternType.LITERAL, f"User:{user}", "*", operation,
                            permission) for user, operation, permission in (
@@ -171,10 +172,10 @@ def test_topic_acls_copied_allow_only_never_write_all_as_read(tmp_path, source, 
         future.result()
     source.seed(topic, make_records(5))
     mirror = MirrorProcess(mirror_args(files, topic, "--replication.policy.class", "default", "--source.cluster.alias",
-                                       "a", "--sync.topic.acls.enabled", "true", "--sync.topic.acls.interval.seconds",
+                                       "a", "--target.cluster.alias", "b", "--sync.topic.acls.enabled", "true", "--sync.topic.acls.interval.seconds",
                                        "1"), tmp_path / "mirror.log")
     try:
-        expected = [("User:owner", "READ", "ALLOW"), ("User:reader", "READ", "ALLOW")]
+        expected = [("User:banned", "READ", "DENY"), ("User:owner", "READ", "ALLOW"), ("User:reader", "READ", "ALLOW")]
         wait_until(lambda: topic_acls(target, f"a.{topic}") == expected, 60, "the copied ACLs")
     finally:
         assert mirror.stop() == 143
@@ -198,14 +199,15 @@ def test_the_same_names_configs_and_acls_as_kafka_mirror_maker_2(tmp_path, sourc
     topic = source.create_topic("parity", partitions=3)
     alter(source, topic, retention_ms="7654321", max_message_bytes="500000", min_insync_replicas="1")
     for future in source.admin().create_acls([
-            AclBinding(ResourceType.TOPIC, topic, ResourcePatternType.LITERAL, "User:p", "*", operation,
-                       AclPermissionType.ALLOW) for operation in (AclOperation.ALL, AclOperation.WRITE,
-                                                                  AclOperation.DESCRIBE)],
+            AclBinding(ResourceType.TOPIC, topic, ResourcePatternType.LITERAL, f"User:{user}", "*", operation,
+                       permission) for user, operation, permission in (
+                ("p", AclOperation.ALL, AclPermissionType.ALLOW), ("p", AclOperation.WRITE, AclPermissionType.ALLOW),
+                ("p", AclOperation.DESCRIBE, AclPermissionType.ALLOW), ("q", AclOperation.READ, AclPermissionType.DENY))],
             request_timeout=30).values():
         future.result()
     source.seed(topic, make_records(30))
     ours = MirrorProcess(mirror_args(files, topic, "--replication.policy.class", "default", "--source.cluster.alias",
-                                     "ours", *SYNC_FAST, "--sync.topic.acls.enabled", "true",
+                                     "ours", "--target.cluster.alias", "b", *SYNC_FAST, "--sync.topic.acls.enabled", "true",
                                      "--sync.topic.acls.interval.seconds", "1"), tmp_path / "ours.log")
     props = mirror_maker_2_properties(source.bootstrap, target.bootstrap, topic, 1, {
         "replication.policy.class": "org.apache.kafka.connect.mirror.DefaultReplicationPolicy",
@@ -222,7 +224,8 @@ def test_the_same_names_configs_and_acls_as_kafka_mirror_maker_2(tmp_path, sourc
         assert topic_configs(target, f"ours.{topic}") == {"retention.ms": "7654321", "max.message.bytes": "500000"}
         wait_until(lambda: topic_acls(target, f"ours.{topic}") == topic_acls(target, f"theirs.{topic}"), 30,
                    "the same ACLs")
-        assert topic_acls(target, f"ours.{topic}") == [("User:p", "DESCRIBE", "ALLOW"), ("User:p", "READ", "ALLOW")]
+        assert topic_acls(target, f"ours.{topic}") == [("User:p", "DESCRIBE", "ALLOW"), ("User:p", "READ", "ALLOW"),
+                                                       ("User:q", "READ", "DENY")]
     finally:
         assert ours.stop() == 143
         theirs.stop()

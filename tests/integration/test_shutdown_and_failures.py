@@ -78,7 +78,7 @@ def test_shutdown_is_bounded_with_heartbeats_and_checkpoints_waiting_for_the_tar
             alias.encode() in rec.key for _p, _o, rec in target.read_all("heartbeats", timeout_s=30))
 
     failover = ("--message.handler", "mirror_maker.handlers.PartitionPreservingHandler",
-                "--replication.policy.class", "default", "--source.cluster.alias", alias,
+                "--replication.policy.class", "default", "--source.cluster.alias", alias, "--target.cluster.alias", "b",
                 "--emit.offset-syncs.enabled", "true", "--offset-syncs.topic.location", "target",
                 "--emit.checkpoints.enabled", "true", "--emit.checkpoints.interval.seconds", "1",
                 "--emit.heartbeats.enabled", "true", "--emit.heartbeats.interval.seconds", "1")

@@ -71,13 +71,13 @@ def test_translation_is_mirror_maker_2s():
 
 
 @pytest.mark.parametrize("extra, message", [
-    (["--emit.checkpoints.enabled", "true"], "needs --emit.offset-syncs.enabled true"),
+    (["--emit.checkpoints.enabled", "true"], "--emit.offset-syncs.enabled (on with --emit.checkpoints.enabled) "
+                                             "needs the source partition kept"),
     (["--emit.offset-syncs.enabled", "true"], "PartitionPreservingHandler"),
     (["--emit.offset-syncs.enabled", "true", "--use.raw.bytes", "--message.handler",
       "tests.unit.sample_plugins.RenamingRawHandler"], "needs raw mode's own handler"),
     (["--emit.offset-syncs.enabled", "true", "--exactly.once", "--message.handler",
       "mirror_maker.handlers.PartitionPreservingHandler"], "transaction markers take target offsets"),
-    (["--offset.lag.max", "5"], "only used with --emit.offset-syncs.enabled"),
     (["--emit.offset-syncs.enabled", "true", "--offset-syncs.topic.location", "moon"], "is not source or target"),
     (["--emit.offset-syncs.enabled", "true", "--emit.checkpoints.enabled", "true", "--groups", "("],
      "--groups"),

@@ -104,7 +104,8 @@ def test_a_bad_policy_or_option_is_one_line_and_exit_1(tmp_path, capsys):
     producer.write_text("bootstrap.servers=localhost:2\n")
     base = ["--consumer.config", str(consumer), "--producer.config", str(producer), "--include", "x"]
     for extra, message in ((["--replication.policy.class", "no.such.Policy"], "--replication.policy.class"),
-                           (["--sync.topic.configs.interval.seconds", "5"], "only used with"),
+                           (["--replication.policy.class", "default", "--source.cluster.alias", "a"],
+                            "needs both --source.cluster.alias and --target.cluster.alias"),
                            (["--sync.topic.acls.enabled", "maybe"], "is not true or false"),
                            (["--source.cluster.alias", "a", "--target.cluster.alias", "a"], "both 'a'"),
                            (["--sync.topic.configs.enabled", "true", "--config.properties.exclude", "("],
@@ -112,6 +113,38 @@ def test_a_bad_policy_or_option_is_one_line_and_exit_1(tmp_path, capsys):
         assert invoke(base + extra) == 1, extra
         err = capsys.readouterr().err
         assert message in err and "Traceback" not in err, err
+
+
+def mm2_params(**given):
+    from mirror_maker.cli import options
+
+    params = {name: None for _decls, name, *_rest in options.MM2_OPTIONS}
+    params.update(given)
+    return params
+
+
+def test_an_option_without_its_switch_is_one_warn_and_checkpoints_imply_offset_syncs(caplog):
+    """A MirrorMaker 2 user expects the switches on (MirrorMaker 2's defaults): an interval given
+    without its switch is a WARN, not a refusal, and checkpoints turn offset syncs on."""
+    from mirror_maker.cli.command import _replication_options
+
+    options = _replication_options(mm2_params(refresh_topics_interval_s=5))
+    assert not options.refresh_topics and options.refresh_topics_interval_s == 5
+    assert "--refresh.topics.interval.seconds is only used with --refresh.topics.enabled true: ignored" \
+        in caplog.text
+    options = _replication_options(mm2_params(sync_group_offsets=True))
+    assert options.sync_group_offsets and options.emit_checkpoints and options.emit_offset_syncs
+    with pytest.raises(Exception, match="needs --emit.offset-syncs.enabled true, which is given as false"):
+        _replication_options(mm2_params(emit_checkpoints=True, emit_offset_syncs=False))
+
+
+def test_the_identity_policy_warns_that_it_cannot_detect_cycles():
+    from mirror_maker.replication.policies import cycle_warning
+
+    identity = topic_rules(ReplicationOptions(policy="identity", source_alias="a", target_alias="b"))
+    assert "cannot detect cycles: a flow a->b" in cycle_warning(identity)
+    assert cycle_warning(topic_rules(ReplicationOptions(policy="default", source_alias="a", target_alias="b"))) is None
+    assert cycle_warning(topic_rules(ReplicationOptions())) is None  # MirrorMaker v1: no MirrorMaker 2 rules
 
 
 def test_help_groups_the_mirror_maker_2_options(capsys):
@@ -152,7 +185,10 @@ def test_acls_copied_as_mirror_maker_2_copies_them():
               acl("other", AclOperation.READ)]
     copied_acls = target_bindings(source, {"orders": {"a.orders"}})
     assert [(b.name, b.operation, b.permission_type) for b in copied_acls] == [
-        ("a.orders", AclOperation.READ, AclPermissionType.ALLOW), ("a.orders", AclOperation.READ, AclPermissionType.ALLOW)]
+        ("a.orders", AclOperation.READ, AclPermissionType.ALLOW), ("a.orders", AclOperation.READ, AclPermissionType.ALLOW),
+        ("a.orders", AclOperation.READ, AclPermissionType.DENY)]  # a DENY dropped would widen access
+    deny_all = target_bindings([acl("orders", AclOperation.ALL, AclPermissionType.DENY)], {"orders": {"a.orders"}})
+    assert [(b.operation, b.permission_type) for b in deny_all] == [(AclOperation.ALL, AclPermissionType.DENY)]
 
 
 def test_the_fast_path_and_a_user_handler_send_to_the_policys_names():

@@ -1,7 +1,9 @@
-// MirrorMaker 2's own client reading what our mirror wrote: RemoteClusterUtils.translateOffsets on
-// the checkpoints, and Heartbeat.deserializeRecord on the heartbeats. Run in source-file mode:
+// MirrorMaker 2's own client reading what a mirror wrote: RemoteClusterUtils.translateOffsets on
+// the checkpoints, RemoteClusterUtils.upstreamClusters on the heartbeats topics, and
+// Heartbeat.deserializeRecord on the heartbeats. Run in source-file mode:
 //   java -cp '<connect-mirror jars>/*' MirrorClientCheck.java <target bootstrap> <source alias> <group>
-// Prints "offset <topic> <partition> <offset>" per translated partition and "heartbeat <source> <target>".
+// Prints "offset <topic> <partition> <offset>" per translated partition, "upstream <alias>" per
+// upstream cluster, and "heartbeat <source> <target>" per distinct pair in the heartbeats topic.
 
 import java.time.Duration;
 import java.util.Collections;
@@ -9,6 +11,7 @@ import java.util.HashMap;
 import java.util.Map;
 import java.util.Properties;
 import java.util.TreeMap;
+import java.util.TreeSet;
 
 import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
@@ -28,6 +31,9 @@ public class MirrorClientCheck {
         Map<String, Long> sorted = new TreeMap<>();
         offsets.forEach((tp, om) -> sorted.put(tp.topic() + " " + tp.partition(), om.offset()));
         sorted.forEach((tp, offset) -> System.out.println("offset " + tp + " " + offset));
+        for (String upstream : new TreeSet<>(RemoteClusterUtils.upstreamClusters(props))) {
+            System.out.println("upstream " + upstream);
+        }
 
         Properties c = new Properties();
         c.put("bootstrap.servers", bootstrap);
@@ -37,14 +43,20 @@ public class MirrorClientCheck {
             consumer.assign(Collections.singletonList(heartbeats));
             consumer.seekToBeginning(Collections.singletonList(heartbeats));
             long deadline = System.currentTimeMillis() + 30000;
+            TreeSet<String> pairs = new TreeSet<>();
             while (System.currentTimeMillis() < deadline) {
+                int read = 0;
                 for (ConsumerRecord<byte[], byte[]> record : consumer.poll(Duration.ofMillis(500))) {
                     Heartbeat heartbeat = Heartbeat.deserializeRecord(record);
-                    System.out.println("heartbeat " + heartbeat.sourceClusterAlias() + " "
-                                       + heartbeat.targetClusterAlias());
-                    return;
+                    pairs.add(heartbeat.sourceClusterAlias() + " " + heartbeat.targetClusterAlias());
+                    read++;
+                }
+                if (read == 0 && !pairs.isEmpty()
+                        && consumer.position(heartbeats) >= consumer.endOffsets(Collections.singletonList(heartbeats)).get(heartbeats)) {
+                    break;
                 }
             }
+            pairs.forEach(pair -> System.out.println("heartbeat " + pair));
         }
     }
 }

@@ -1,0 +1,342 @@
+"""Every flow of mm2.properties in one process, under one supervisor: one signal handling, one
+exit status, one status line per flow, one ops endpoint.
+
+Each enabled flow is a :class:`~mirror_maker.engine.runner.MirrorMaker` (the engine the
+MirrorMaker v1 command line runs) in a thread of its own, whose syncs, checkpoints and heartbeats
+run only while this node wins the flow's singleton election (``election``). A pair whose flow is
+not enabled but whose heartbeats are on only writes heartbeats, as MirrorMaker 2's herder does.
+
+A flow that fails is logged and started again after a backoff (1 s, doubling to 60 s) while the
+others go on, unless its failure is fatal by MirrorMaker v1's rules: a record the target refused
+with ``abort.on.send.failure`` true, or a plugin that raised (a restart would stop at the same
+record). A fatal failure stops every flow (each flushes and commits) and the process exits 255.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import threading
+import time
+from dataclasses import replace
+from typing import Callable, Dict, List, Optional, Tuple
+
+from ..cli import exit_codes
+from ..clients.admin import admin_client, connection_settings
+from ..engine.runner import JOIN_GRACE_S, MirrorMaker, load_plugins
+from ..engine.state import RunState
+from ..errors import ClientFailed, ConfigError, HandlerFailed, ListenerFailed, MirrorMakerError, SendFailed
+from ..ops.metrics import MirrorMetrics
+from ..ops.status import StatusReporter
+from ..ops.stop_watchdog import GRACE_S as STOP_WATCHDOG_GRACE_S, StopWatchdog
+from ..replication.checkpoints import ConsumerFailover
+from ..replication.policies import topic_rules
+from ..replication.topic_sync import TopicSync
+from .election import SingletonElection, election_group, election_topic
+from .flows import Flow, RunSettings
+from .takeover import take_over
+
+log = logging.getLogger("mirror_maker.dedicated")
+
+SIGNALS = (signal.SIGTERM, signal.SIGINT)
+TICK_S = 0.2
+BACKOFF_S = 1.0
+MAX_BACKOFF_S = 60.0
+#: A flow that ran this long before it failed starts its backoff afresh.
+STABLE_S = 300.0
+
+
+def is_fatal(failure: Exception) -> bool:
+    """MirrorMaker v1's fatal failures: a record the target refused (with abort.on.send.failure
+    true) or a plugin that raised would stop a restarted flow at the same record again; a bad
+    configuration would fail again. Anything else (a client error, a cluster away) is retried."""
+    return isinstance(failure, (SendFailed, HandlerFailed, ListenerFailed, ConfigError))
+
+
+class FlowPrefix(logging.Filter):
+    """Prefixes a line logged by a flow's threads (named ``<flow>`` or ``<flow>/...``) with
+    ``[<flow>]``: a process with several flows says which one a line is about."""
+
+    def __init__(self, names: List[str]) -> None:
+        super().__init__()
+        self.names = sorted(names, key=len, reverse=True)
+        #: The flow whose mirror is starting: its new threads log before they are named after it.
+        self.starting: Optional[str] = None
+
+    def flow_of(self, thread: str) -> Optional[str]:
+        for name in self.names:
+            if thread == name or thread.startswith(name + "/"):
+                return name
+        return None
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        thread = record.threadName or ""
+        name = self.flow_of(thread) or (self.starting if thread != "MainThread" else None)
+        if name is not None:
+            prefix = f"[{name}] "
+            if isinstance(record.msg, str) and not record.msg.startswith(prefix):
+                # A message with arguments is a format string: a % in the prefix would be one.
+                record.msg = (prefix.replace("%", "%%") if record.args else prefix) + record.msg
+        return True
+
+
+class FlowRunner:
+    """One enabled flow: its mirror, started again after a failure that is not fatal."""
+
+    def __init__(self, flow: Flow, supervisor: "Supervisor", election: SingletonElection) -> None:
+        self.flow = flow
+        self.election = election
+        self.mirror: Optional[MirrorMaker] = None
+        self.restarts = 0
+        self._supervisor = supervisor
+        self._thread = threading.Thread(target=self._run, name=flow.name, daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def join(self, timeout_s: float) -> bool:
+        self._thread.join(timeout_s)
+        return not self._thread.is_alive()
+
+    def snapshot(self) -> dict:
+        mirror = self.mirror
+        if mirror is None:
+            return {"records": 0, "bytes": 0, "acked": 0, "lag": 0, "dropped": 0, "filtered": 0, "assigned": 0,
+                    "queued": 0, "rebalanced": False, "at_end": True}
+        return mirror.snapshot()
+
+    def readiness(self) -> Tuple[bool, str]:
+        mirror = self.mirror
+        if mirror is None:
+            return False, "not started"
+        return mirror.readiness()
+
+    def _run(self) -> None:
+        supervisor, flow, attempt = self._supervisor, self.flow, 0
+        take_over(flow)  # from Kafka's MirrorMaker 2, where it left the flow
+        while True:
+            handler, listener = load_plugins(flow.config)
+            mirror = MirrorMaker(flow.config, handler, listener, singletons=lambda: self.election.leading)
+            if not supervisor.attach(self, mirror):
+                return  # stopping
+            started = time.monotonic()
+            try:
+                supervisor.start_mirror(flow.name, mirror)
+                mirror.run_until_stopped()
+            except MirrorMakerError as exc:
+                mirror.state.fail(exc)  # type: ignore[arg-type]
+            except Exception as exc:  # a client that cannot be built: retried like a client error
+                log.debug("starting %s failed", flow.name, exc_info=True)
+                mirror.state.fail(ClientFailed(f"{type(exc).__name__}: {exc}"))
+            finally:
+                mirror.shutdown()
+            failure = mirror.state.failure
+            if failure is None or supervisor.stopping:
+                return
+            if is_fatal(failure):
+                supervisor.fatal(flow, failure)
+                return
+            if time.monotonic() - started > STABLE_S:
+                attempt = 0
+            delay = min(MAX_BACKOFF_S, BACKOFF_S * 2 ** attempt)
+            attempt += 1
+            self.restarts += 1
+            log.warning("This flow failed: %s; the other flows go on, and this one starts again in %.0f s "
+                        "(restart %d)", failure, delay, self.restarts)
+            if supervisor.wait(delay):
+                return
+
+
+class HeartbeatsOnly:
+    """A pair whose flow is not enabled: heartbeats only, from the elected node."""
+
+    def __init__(self, flow: Flow, election: SingletonElection, shutdown_timeout_s: float) -> None:
+        self.flow = flow
+        self.metrics = MirrorMetrics()
+        self.state = RunState(shutdown_timeout_s)
+        options = replace(flow.config.replication, refresh_topics=False, sync_topic_configs=False,
+                          sync_topic_acls=False, emit_checkpoints=False, sync_group_offsets=False)
+        target_settings = connection_settings(flow.config.producer)
+        target_admin = admin_client(target_settings, f"{flow.name}-heartbeats-admin")
+        self._failover = ConsumerFailover(options, topic_rules(options), None, None, target_admin, target_settings,
+                                          self.metrics)
+        self._sync = TopicSync(options, None, None, None, target_admin, self.state,
+                               active=lambda: election.leading)
+        self._sync.name = f"{flow.name}/heartbeats"
+        for interval, job in self._failover.jobs():
+            self._sync.add(interval, job)
+
+    def start(self) -> None:
+        self._sync.start()
+
+    def close(self, deadline: float) -> None:
+        self.state.request_stop()
+        self._sync.join(max(0.0, deadline - time.monotonic()) + JOIN_GRACE_S)
+        self._failover.close(deadline)
+
+
+class Supervisor:
+    def __init__(self, flows: List[Flow], settings: RunSettings,
+                 server_factory: Optional[Callable[["Supervisor"], object]] = None) -> None:
+        self.settings = settings
+        self._lock = threading.Lock()
+        self._start_lock = threading.Lock()
+        self._stop = threading.Event()
+        self.stop_signal: Optional[int] = None
+        self.failure: Optional[Tuple[Flow, Exception]] = None
+        self._previous_handlers: Dict[int, object] = {}
+        self._server_factory = server_factory
+        self._server = None
+        shutdown_s = settings.shutdown_timeout_ms / 1000.0
+        self.elections = {flow.name: SingletonElection(
+            flow.name, flow.election_conf, election_topic(flow.source), election_group(flow.source, flow.target),
+            flow.config.replication.replication_factor) for flow in flows}
+        self.runners = [FlowRunner(flow, self, self.elections[flow.name]) for flow in flows if flow.enabled]
+        self.heartbeats = [HeartbeatsOnly(flow, self.elections[flow.name], shutdown_s)
+                           for flow in flows if not flow.enabled]
+        interval_s = settings.status_interval_ms / 1000.0
+        self._reporters = [StatusReporter(runner.snapshot, interval_s, label=runner.flow.name)
+                           for runner in self.runners]
+        self._prefix = FlowPrefix([flow.name for flow in flows])
+
+    @property
+    def stopping(self) -> bool:
+        return self._stop.is_set()
+
+    def wait(self, timeout_s: float) -> bool:
+        return self._stop.wait(timeout_s)
+
+    # -- what the flows call -----------------------------------------------------------
+
+    def attach(self, runner: FlowRunner, mirror: MirrorMaker) -> bool:
+        """Make ``mirror`` the runner's current one, unless the process is stopping."""
+        with self._lock:
+            if self._stop.is_set():
+                return False
+            runner.mirror = mirror
+            return True
+
+    def start_mirror(self, name: str, mirror: MirrorMaker) -> None:
+        """Start a flow's mirror and name the threads it started after the flow (log lines say
+        which flow they are about); one start at a time, so that the new threads are its own."""
+        with self._start_lock:
+            before = set(threading.enumerate())
+            self._prefix.starting = name
+            try:
+                mirror.start()
+            finally:
+                for thread in threading.enumerate():
+                    if thread not in before and self._prefix.flow_of(thread.name) is None:
+                        thread.name = f"{name}/{thread.name}"
+                self._prefix.starting = None
+
+    def fatal(self, flow: Flow, failure: Exception) -> None:
+        with self._lock:
+            first = self.failure is None
+            if first:
+                self.failure = (flow, failure)
+        if first:
+            log.error("Flow %s: %s - it stopped without committing past it; stopping every flow", flow.name,
+                      failure)
+        self.request_stop()
+
+    def request_stop(self, signum: Optional[int] = None) -> None:
+        with self._lock:
+            if self.stop_signal is None and signum is not None:
+                self.stop_signal = signum
+            self._stop.set()
+            mirrors = [runner.mirror for runner in self.runners if runner.mirror is not None]
+        for mirror in mirrors:
+            mirror.state.request_stop(signum)
+
+    # -- the run -----------------------------------------------------------------------
+
+    def run(self) -> int:
+        self._install_signal_handlers()
+        for handler in logging.getLogger().handlers:
+            handler.addFilter(self._prefix)
+        try:
+            self._start()
+            while not self._stop.is_set():
+                for reporter in self._reporters:
+                    reporter.tick()
+                self._stop.wait(TICK_S)
+        finally:
+            self._shutdown()
+            self._restore_signal_handlers()
+            for handler in logging.getLogger().handlers:
+                handler.removeFilter(self._prefix)
+        return self.exit_status()
+
+    def _start(self) -> None:
+        log.info("Kafka MirrorMaker (dedicated mode) starting: %d flows (%s), heartbeats only for %s",
+                 len(self.runners), ", ".join(r.flow.name for r in self.runners) or "none",
+                 ", ".join(h.flow.name for h in self.heartbeats) or "none")
+        if self._server_factory is not None:
+            self._server = self._server_factory(self)
+        for election in self.elections.values():
+            election.start()
+        for emitter in self.heartbeats:
+            emitter.start()
+        for runner in self.runners:
+            runner.start()
+
+    def stop_bound_s(self) -> float:
+        """How long the stop may take: every flow stops at once, each within its own bound."""
+        bounds = [self.settings.shutdown_timeout_ms / 1000.0 + JOIN_GRACE_S * (r.flow.config.num_streams + 1)
+                  for r in self.runners]
+        return max(bounds, default=0.0) + 2 * JOIN_GRACE_S
+
+    def _shutdown(self) -> None:
+        self.request_stop()
+        watchdog = StopWatchdog()
+        bound = self.stop_bound_s()
+        watchdog.arm(bound + STOP_WATCHDOG_GRACE_S)
+        try:
+            deadline = time.monotonic() + bound
+            for runner in self.runners:
+                if not runner.join(max(0.0, deadline - time.monotonic())):
+                    log.warning("Flow %s did not stop in time", runner.flow.name)
+            heartbeats_deadline = time.monotonic() + self.settings.shutdown_timeout_ms / 1000.0
+            for emitter in self.heartbeats:
+                emitter.close(heartbeats_deadline)
+            for election in self.elections.values():
+                election.stop()
+            for election in self.elections.values():
+                election.join(JOIN_GRACE_S)
+            if self._server is not None:
+                self._server.stop()
+        finally:
+            watchdog.disarm()
+
+    def exit_status(self) -> int:
+        return exit_codes.for_run(self.failure is not None, self.stop_signal)
+
+    def readiness(self) -> Tuple[bool, str]:
+        if self._stop.is_set():
+            return False, "stopping"
+        states = [(runner.flow.name, runner.readiness()) for runner in self.runners]
+        waiting = [f"{name}: {reason}" for name, (ready, reason) in states if not ready]
+        if waiting:
+            return False, "; ".join(waiting)
+        return True, f"ready: {len(states)} flows"
+
+    # -- signals -----------------------------------------------------------------------
+
+    def _install_signal_handlers(self) -> None:
+        if threading.current_thread() is threading.main_thread():
+            for signum in SIGNALS:
+                self._previous_handlers[signum] = signal.signal(signum, self._on_signal)
+
+    def _restore_signal_handlers(self) -> None:
+        for signum, previous in self._previous_handlers.items():
+            signal.signal(signum, previous)
+        self._previous_handlers.clear()
+
+    def _on_signal(self, signum, frame) -> None:
+        if self.stop_signal is not None:
+            log.warning("Second signal: exiting without waiting for the clean shutdown")
+            os._exit(exit_codes.for_signal(signum))
+        log.info("Received %s, shutting down every flow", signal.Signals(signum).name)
+        self.request_stop(signum)

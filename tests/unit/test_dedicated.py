@@ -1,0 +1,287 @@
+"""MirrorMaker 2's dedicated mode without brokers: mm2.properties read with MirrorMaker 2's scopes,
+defaults and precedence (``MirrorMakerConfig.clusterPairs``, ``clusterProps``,
+``connectorBaseConfig``, ``MirrorConnectorConfig.sourceConsumerConfig``), the flows planned from it,
+its bad input, the supervisor's rules and the MirrorMaker 2 metric names."""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import fields
+
+import pytest
+
+from mirror_maker.cli.dedicated import invoke
+from mirror_maker.config.mirror_config import MirrorMakerConfig
+from mirror_maker.config.replication import ReplicationOptions
+from mirror_maker.dedicated import spec
+from mirror_maker.dedicated.flows import RunSettings, plan_flows
+from mirror_maker.dedicated.mm2_file import parse
+from mirror_maker.errors import ConfigError, HandlerFailed, ClientFailed, SendFailed
+
+BASE = {"clusters": "A, B, C", "A.bootstrap.servers": "127.0.0.1:1", "B.bootstrap.servers": "127.0.0.1:2",
+        "C.bootstrap.servers": "127.0.0.1:3"}
+
+
+def flows(targets=None, **props):
+    return {flow.name: flow for flow in plan_flows(parse({**BASE, **props}), targets)}
+
+
+def test_mirror_maker_2_s_defaults_hold_for_an_enabled_flow():
+    flow = flows(**{"A->B.enabled": "true"})["A->B"]
+    config, options = flow.config, flow.config.replication
+    assert flow.enabled and config.group_id == "mm2-A->B"
+    assert config.message_handler == "mirror_maker.handlers.PartitionPreservingHandler"  # partitions kept
+    assert config.consumer["auto.offset.reset"] == "earliest" and config.consumer["enable.auto.commit"] == "false"
+    assert options.policy == spec.DEFAULT_POLICY and (options.source_alias, options.target_alias) == ("A", "B")
+    assert options.emit_offset_syncs and options.emit_checkpoints and options.emit_heartbeats
+    assert options.sync_topic_configs and options.sync_topic_acls and options.refresh_topics
+    assert not options.sync_group_offsets and options.replication_factor == 2 and options.offset_lag_max == 100
+    assert config.num_streams == 1 and config.offset_commit_interval_ms == 60000
+    assert config.include.fullmatch("orders") and not config.include.fullmatch("x.internal")
+    assert not config.include.fullmatch("__consumer_offsets") and not config.include.fullmatch("a.replica")
+
+
+def test_heartbeats_run_for_every_pair_as_mirror_maker_2_s_herders():
+    """clusterPairs: a pair runs if its flow is enabled or its heartbeats are on (globally or per
+    pair), so the reverse of A->B writes heartbeats into A."""
+    assert sorted(flows(**{"A->B.enabled": "true"})) == ["A->B", "A->C", "B->A", "B->C", "C->A", "C->B"]
+    planned = flows(**{"A->B.enabled": "true", "emit.heartbeats.enabled": "false", "B->A.emit.heartbeats.enabled":
+                       "true"})
+    assert sorted(planned) == ["A->B", "B->A"] and not planned["B->A"].enabled
+    assert sorted(flows(["B"], **{"A->B.enabled": "true", "emit.heartbeats.enabled": "false"})) == ["A->B"]
+    assert sorted(flows(["A"], **{"A->B.enabled": "true"})) == ["B->A", "C->A"]  # --clusters A: flows into A
+
+
+def test_a_flow_s_value_wins_over_the_top_level_and_a_worker_setting_is_read_per_target():
+    planned = flows(**{"A->B.enabled": "true", "A->C.enabled": "true", "topics": "orders.*",
+                       "A->C.topics": "payments", "tasks.max": "3", "A->C.tasks.max": "1",
+                       "A.topics": "ignored", "B.offset.flush.interval.ms": "1000", "offset.flush.interval.ms": "5000",
+                       "sync.group.offsets.enabled": "true", "A->C.emit.checkpoints.enabled": "false"})
+    ab, ac = planned["A->B"].config, planned["A->C"].config
+    assert ab.include.fullmatch("orders-1") and not ab.include.fullmatch("payments")
+    assert ac.include.fullmatch("payments") and not ac.include.fullmatch("orders-1")
+    assert (ab.num_streams, ac.num_streams) == (3, 1)
+    assert (ab.offset_commit_interval_ms, ac.offset_commit_interval_ms) == (1000, 5000)
+    assert ab.replication.sync_group_offsets
+    assert not ac.replication.emit_checkpoints and not ac.replication.sync_group_offsets  # needs checkpoints
+
+
+def test_a_feature_whose_needs_are_off_is_off_as_mirror_maker_2_s_connector_would_not_run(caplog):
+    planned = flows(**{"A->B.enabled": "true", "A->B.emit.offset-syncs.enabled": "false",
+                       "A->C.enabled": "true", "A->C.emit.offset-syncs.enabled": "false",
+                       "A->C.emit.checkpoints.enabled": "true"})
+    assert not planned["A->B"].config.replication.emit_checkpoints
+    assert not planned["A->C"].config.replication.emit_checkpoints
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert warnings == ["mm2.properties: A->C: emit.checkpoints.enabled = true needs emit.offset-syncs.enabled = "
+                        "true, which is false for this flow: off"]
+
+
+def test_client_settings_follow_mirror_maker_2_s_precedence():
+    """Source consumer: <source>.consumer.* > <source>.<security> > top-level <security> >
+    <source>-><target>.consumer.*; producer: <source>-><target>.producer.override.* >
+    <target>.producer.* > <target>.<security> > top-level <security>."""
+    planned = flows(**{
+        "A->B.enabled": "true", "security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN",
+        "sasl.jaas.config": 'org.apache.kafka.common.security.plain.PlainLoginModule required username="u" '
+                            'password="p";', "A.security.protocol": "PLAINTEXT",
+        "A->B.consumer.security.protocol": "SSL", "A->B.consumer.fetch.min.bytes": "7",
+        "A->B.consumer.max.poll.records": "9", "A.consumer.max.poll.records": "11",
+        "B.producer.linger.ms": "3", "A->B.producer.override.linger.ms": "4", "B.producer.compression.type": "lz4",
+        "A->B.consumer.auto.offset.reset": "latest"})
+    config = planned["A->B"].config
+    assert config.consumer["security.protocol"].upper() == "PLAINTEXT"
+    assert config.consumer["fetch.min.bytes"] == "7" and config.batch_size == 11
+    assert config.consumer["auto.offset.reset"] == "latest"
+    assert config.producer["linger.ms"] == "4" and config.producer["compression.type"] == "lz4"
+    assert config.producer["security.protocol"].upper() == "SASL_PLAINTEXT"  # B has none of its own
+    assert planned["B->A"].config.consumer["security.protocol"].upper() == "SASL_PLAINTEXT"
+
+
+def test_our_consumer_groups_are_never_checkpointed_and_two_flows_may_not_share_one():
+    planned = flows(**{"A->B.enabled": "true", "A->C.enabled": "true"})
+    exclude = planned["A->B"].config.replication.groups_exclude_pattern
+    for ours in ("mm2-A->B", "mm2-A->C", "mm2-B->A-singletons", "mm2-C->A-singletons"):
+        assert exclude.fullmatch(ours), ours
+    assert not exclude.fullmatch("payments-app") and exclude.fullmatch("console-consumer-1")
+    with pytest.raises(ConfigError, match="would share the consumer group shared on A"):
+        flows(**{"A->B.enabled": "true", "A->C.enabled": "true", "A.consumer.group.id": "shared"})
+
+
+@pytest.mark.parametrize("props, message", [
+    ({"clusters": ""}, "clusters is missing"),
+    ({"A->Z.enabled": "true"}, "A->Z.enabled: not a flow between two clusters listed in clusters"),
+    ({"Z.bootstrap.servers": "z:1"}, "'Z' is not one of the clusters (A, B, C)"),
+    ({"Z.consumer.fetch.min.bytes": "1"}, "'Z' is not one of the clusters"),
+    ({"C.bootstrap.servers": ""}, "C.bootstrap.servers is missing"),
+    ({"A->B.enabled": "yes"}, "A->B.enabled = 'yes' is not true or false"),
+    ({"A->B.enabled": "true", "tasks.max": "two"}, "tasks.max = 'two' is not a whole number"),
+    ({"A->B.enabled": "true", "offset-syncs.topic.location": "moon"}, "is not one of source, target"),
+    ({"A->B.enabled": "true", "A->B.topics": "("}, "A->B topics"),
+    ({"A->B.enabled": "true", "replication.policy.class": "no.such.Policy"}, "A->B replication.policy.class"),
+    ({"A->B.enabled": "true", "B.exactly.once.source.support": "enabled"},
+     "set A->B.emit.offset-syncs.enabled = false"),
+    ({"emit.heartbeats.enabled": "false"}, "no source->target replication flows"),
+])
+def test_bad_input_is_one_line(props, message):
+    with pytest.raises(ConfigError) as raised:
+        plan_flows(parse({**BASE, **props}, "mm2.properties"))
+    assert message in str(raised.value) and "\n" not in str(raised.value)
+
+
+def test_what_this_tool_does_not_use_is_one_line_each(caplog):
+    caplog.set_level(logging.INFO)
+    parse({**BASE, "A->B.enabled": "true", "topic.filter.class": "com.example.Filter", "A.topics": "x",
+           "A.max.poll.records": "5", "A->B.producer.linger.ms": "5", "B.admin.request.timeout.ms": "5",
+           "no.such.setting": "1", "offset.storage.replication.factor": "1", "B.group.id": "mm2-workers"})
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 6, warnings
+    for expected in ("topic.filter.class is not supported", "A.topics: MirrorMaker 2 reads topics only at the top "
+                     "level or per flow", "use A.consumer.max.poll.records", "A->B.producer.linger.ms",
+                     "B.admin.request.timeout.ms", "no.such.setting is not a MirrorMaker 2 setting"):
+        assert any(expected in w for w in warnings), expected
+    info = [r.getMessage() for r in caplog.records if "Kafka Connect's own settings" in r.getMessage()]
+    assert info and "B.group.id, offset.storage.replication.factor" in info[0]
+
+
+def test_exactly_once_per_target_cluster():
+    planned = flows(**{"A->B.enabled": "true", "B.exactly.once.source.support": "enabled",
+                       "A->B.emit.offset-syncs.enabled": "false"})
+    assert planned["A->B"].config.exactly_once and not planned["C->B"].config.exactly_once
+    assert planned["A->B"].config.producer["enable.idempotence"] == "true"
+
+
+def test_the_identity_policy_warns_once_per_flow(caplog):
+    flows(**{"A->B.enabled": "true", "emit.heartbeats.enabled": "false",
+             "replication.policy.class": "org.apache.kafka.connect.mirror.IdentityReplicationPolicy"})
+    assert sum("cannot detect cycles: a flow A->B" in r.getMessage() for r in caplog.records) == 1
+
+
+def test_every_setting_of_the_spec_feeds_a_field_that_exists():
+    targets = {"replication": {f.name for f in fields(ReplicationOptions)},
+               "mirror": {f.name for f in fields(MirrorMakerConfig)},
+               "run": {f.name for f in fields(RunSettings)}, "flow": {"topics", "topics_exclude", "exactly_once"}}
+    for setting in spec.SETTINGS:
+        assert set(setting.scopes) <= {spec.TOP, spec.CLUSTER, spec.FLOW}, setting.name
+        if setting.field:
+            kind, _, name = setting.field.partition(".")
+            assert name in targets[kind], setting.field
+    assert not set(spec.UNSUPPORTED) & set(spec.BY_NAME)
+
+
+def test_the_command_line(tmp_path, capsys):
+    assert invoke([]) == 1
+    assert "mm2.properties" in capsys.readouterr().err
+    assert invoke(["x.properties", "--clusters"]) == 1
+    assert "--clusters: expected at least one argument" in capsys.readouterr().err
+    assert invoke(["--version"]) == 0
+    assert invoke(["x.properties", "--spark"]) == 1
+    assert "--spark is not available in the dedicated mode yet" in capsys.readouterr().err
+    bad = tmp_path / "mm2.properties"
+    bad.write_text("clusters = A\nA.bootstrap.servers = a:1\nA->Q.enabled = true\n")
+    assert invoke([str(bad)]) == 1
+    err = capsys.readouterr().err
+    assert err.count("ERROR") == 1 and "A->Q.enabled" in err and "Traceback" not in err
+
+
+def test_fatal_failures_are_mirror_maker_v1_s():
+    from mirror_maker.dedicated.supervisor import is_fatal
+
+    assert is_fatal(SendFailed("refused")) and is_fatal(HandlerFailed("raised"))
+    assert not is_fatal(ClientFailed("authentication failed"))
+
+
+def test_a_flow_s_threads_log_lines_name_it():
+    from mirror_maker.dedicated.supervisor import FlowPrefix
+
+    prefix = FlowPrefix(["A->B", "A->BB"])
+    record = logging.LogRecord("x", logging.INFO, "f", 1, "Assigned %s", ("t-0",), None)
+    record.threadName = "A->BB/mirrormaker-thread-0"
+    prefix.filter(record)
+    assert record.getMessage() == "[A->BB] Assigned t-0"
+    plain = logging.LogRecord("x", logging.INFO, "f", 1, "100% done", None, None)
+    plain.threadName = "A->B"
+    prefix.filter(plain)
+    assert plain.getMessage() == "[A->B] 100% done"
+    main = logging.LogRecord("x", logging.INFO, "f", 1, "Status", None, None)
+    prefix.starting = "A->B"
+    prefix.filter(main)  # MainThread: the supervisor's own lines
+    assert main.getMessage() == "Status"
+
+
+def test_the_syncs_run_only_on_the_elected_node_and_all_at_once_when_it_becomes_it(monkeypatch):
+    from mirror_maker.engine.state import RunState
+    from mirror_maker.replication import topic_sync
+
+    monkeypatch.setattr(topic_sync, "IDLE_WAIT_S", 0.01)
+    asked = []
+
+    def elected() -> bool:  # not this node for its first three looks
+        asked.append(True)
+        return len(asked) > 3
+
+    state, runs = RunState(), []
+    sync = topic_sync.TopicSync(ReplicationOptions(), None, None, None, None, state, active=elected)
+    sync.add(3600, lambda: runs.append(len(asked)))  # first due 2 s after the start, unless elected later
+    sync.start()
+    try:
+        deadline = time.monotonic() + 1.5  # well before the job's own first run
+        while not runs and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert runs and runs[0] == 4  # at once when elected, and not before
+    finally:
+        state.request_stop()
+        sync.join(5)
+
+
+def test_rates_over_the_last_window():
+    from mirror_maker.dedicated.metrics import Rates
+
+    now = [100.0]
+    rates = Rates(clock=lambda: now[0])
+    assert rates.rate("k", 0) == 0.0
+    now[0] = 110.0
+    assert rates.rate("k", 500) == 50.0
+    now[0] = 120.0
+    assert rates.rate("k", 0) == 0.0  # counters started again: no negative rate
+
+
+def test_where_kafka_s_mirror_maker_2_left_a_flow_is_read_from_connect_s_offsets():
+    from mirror_maker.dedicated.takeover import _read
+    from mirror_maker.records import TopicPartition
+
+    found = {}
+    for key, value in ((b'["MirrorSourceConnector",{"cluster":"A","partition":0,"topic":"orders"}]', b'{"offset":41}'),
+                       (b'["MirrorSourceConnector",{"cluster":"A","partition":0,"topic":"orders"}]', b'{"offset":99}'),
+                       (b'["MirrorSourceConnector",{"cluster":"A","partition":1,"topic":"orders"}]', b'{"offset":7}'),
+                       (b'["MirrorSourceConnector",{"cluster":"A","partition":1,"topic":"orders"}]', None),
+                       (b'["MirrorSourceConnector",{"cluster":"C","partition":2,"topic":"orders"}]', b'{"offset":5}'),
+                       (b'["MirrorHeartbeatConnector",{"sourceClusterAlias":"A","targetClusterAlias":"B"}]',
+                        b'{"offset":0}'), (b"not json", b"{}")):
+        _read(key, value, "A", found)
+    assert found == {TopicPartition("orders", 0): 100}  # one past the last mirrored; a tombstone forgets
+    planned = flows(**{"A->B.enabled": "true", "B.offset.storage.topic": "mm2-progress"})
+    assert planned["A->B"].connect_offsets_topic == "mm2-progress"
+    assert planned["C->A"].connect_offsets_topic == "mm2-offsets.C.internal"
+
+
+def test_config_providers_resolve_the_whole_file(tmp_path, monkeypatch):
+    from mirror_maker.dedicated.mm2_file import read_mm2_file
+
+    secrets = tmp_path / "secrets.properties"
+    secrets.write_text("west = 127.0.0.1:9\n")
+    monkeypatch.setenv("MM2_TEST_TOPICS", "orders.*")
+    path = tmp_path / "mm2.properties"
+    path.write_text(f"config.providers = file, env\n"
+                    f"config.providers.file.class = org.apache.kafka.common.config.provider.FileConfigProvider\n"
+                    f"config.providers.env.class = org.apache.kafka.common.config.provider.EnvVarConfigProvider\n"
+                    f"clusters = A, B\nA.bootstrap.servers = ${{file:{secrets}:west}}\n"
+                    f"B.bootstrap.servers = 127.0.0.1:2\nA->B.topics = ${{env:MM2_TEST_TOPICS}}\n")
+    file = read_mm2_file(str(path))
+    assert file.cluster["A"]["bootstrap.servers"] == "127.0.0.1:9" and file.value("topics", "A", "B") == "orders.*"
+    assert "config.providers" not in file.top
+    path.write_text("clusters = A\nA.bootstrap.servers = ${vault:x:y}\nconfig.providers = vault\n"
+                    "config.providers.vault.class = com.example.Vault\n")
+    with pytest.raises(ConfigError, match="com.example.Vault"):
+        read_mm2_file(str(path))
