@@ -28,7 +28,13 @@ from ..records import TopicPartition
 
 log = logging.getLogger("mirror_maker.checkpoint")
 
-TRANSACTION_TIMEOUT_S = 60.0
+#: How long a transactional call may take. Normally milliseconds, and seconds while a coordinator
+#: moves; librdkafka's send_offsets_to_transaction can wait past its timeout when the group
+#: coordinator goes away (https://github.com/confluentinc/librdkafka/issues/5456, /5511), so the
+#: stream gives up sooner and starts a new producer.
+TRANSACTION_TIMEOUT_S = 15.0
+#: A fence (init_transactions with another's id) waits this long for a coordinator that loads.
+FENCE_TIMEOUT_S = 60.0
 _CONSUMER_ONLY = ("acks", "enable.idempotence", "max.in.flight.requests.per.connection", "message.timeout.ms",
                   "partitioner", "queue.buffering.max.kbytes", "delivery.report.only.error", "compression.type",
                   "linger.ms", "batch.size", "batch.num.messages", "message.max.bytes", "transaction.timeout.ms",
@@ -213,7 +219,7 @@ class TransactionalCommitter:
         try:
             return bounded(call, args, timeout_s + CALL_GRACE_S, name)
         except TransactionStuck as stuck:
-            raise ProducerUnusable(f"{stuck} (the target unreachable?)") from None
+            raise ProducerUnusable(str(stuck)) from None
 
     def _failed(self, exc: KafkaException, what: str) -> None:
         error = exc.args[0]
@@ -292,7 +298,7 @@ def shard_number(group: str, writer: str) -> Optional[int]:
     return int(suffix) if suffix.isdigit() else None
 
 
-def fence(producer_conf: Dict[str, str], transactional_id: str, timeout_s: float = TRANSACTION_TIMEOUT_S) -> None:
+def fence(producer_conf: Dict[str, str], transactional_id: str, timeout_s: float = FENCE_TIMEOUT_S) -> None:
     """Fence a transactional.id this process does not run: init_transactions with it aborts its
     open transaction and bumps its epoch, so its holder (if alive) cannot commit again."""
     conf = {k: v for k, v in producer_conf.items() if k != "client.id"}

@@ -31,7 +31,7 @@ from confluent_kafka import TopicPartition as KafkaTopicPartition
 from ..clients.polling import poll
 from ..errors import HandlerFailed, MirrorFailure
 from ..records import RawBatch, TopicPartition
-from .fetcher import FETCH_WAIT_MS, RawFetcher, Work
+from .fetcher import BUFFER_BATCHES, FETCH_WAIT_MS, RawFetcher, Work
 
 #: How long the record path may wait for its range before trying again later.
 RECORD_PATH_TIMEOUT_S = 30.0
@@ -142,9 +142,16 @@ class RawSource:
                 self._stream.consume_error(msg)  # a reset here is an old range's: the raw fetcher has its own
 
     def _hand_over(self) -> int:
+        """Hand what was fetched to the raw producer (or the record path), partition by partition,
+        while the producer holds fewer than BUFFER_BATCHES batches for the target: one fetch
+        answer can hold thousands of small batches, and what is not handed over waits in the
+        fetcher (which fetches a partition again only once its queue is empty)."""
         handed = 0
+        raw = self._raw
         for tp, queue in list(self._fetcher.work.items()):
             while queue and not self._state.failed:
+                if raw.queued_batches >= BUFFER_BATCHES:
+                    return handed
                 item = queue[0]
                 if item.records:
                     handed += self._record_path(tp, item)
