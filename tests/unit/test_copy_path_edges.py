@@ -187,6 +187,22 @@ def test_a_producer_replaced_after_a_commit_goes_on_from_what_the_target_holds(c
         "offsets 0..2 are mirrored again although their transaction committed"
 
 
+def test_a_fence_is_not_concluded_while_the_coordinator_cannot_say_whose_it_was(monkeypatch):
+    """After an outage the target's transaction coordinator is loading its log for a while
+    (DescribeTransactions answers COORDINATOR_LOAD_IN_PROGRESS, which kafka-python raises): the
+    coordinator's own abort of the transaction that outlived the outage was taken for a fence by
+    another mirror, and the run stopped with 255 and a false reason (issue 40's second run)."""
+    import mirror_maker.offsets.transactional as transactional
+
+    monkeypatch.setattr(transactional, "DESCRIBE_RETRY_S", 0.0, raising=False)
+    answers = [None, None, "CompleteAbort"]  # not known yet, twice; then the coordinator answers
+    fenced = KafkaError(KafkaError._FENCED, "Producer attempted an operation with an old epoch", fatal=True)
+    committer = TransactionalCommitter(TxnProducer(), Target(), Source(), "g.eos.0", Sink(fatal=fenced),
+                                       states=lambda transactional_id: answers.pop(0) if answers else None)
+    with pytest.raises(ProducerUnusable):
+        committer.commit({T0: 7})
+
+
 # -- the stall report --------------------------------------------------------------------------------
 
 def test_an_exactly_once_mirror_between_two_commits_is_not_reported_stalled():
