@@ -230,7 +230,9 @@ class Stream(threading.Thread):
         for topic, partition, first, last, count, nbytes in runs:
             tp = TopicPartition(topic, partition)
             if tp in assigned:
-                if advance:
+                # Not back behind a reset the same batch reported after these records (librdkafka
+                # queues it behind the records of the fetch before): that offset is gone.
+                if advance and last.offset() + 1 > self.positions.get(tp, -1):
                     pending[tp] = self.positions[tp] = last.offset() + 1
                 if syncs is not None:
                     syncs.record(tp, first.offset(), last.offset(), count)
