@@ -20,7 +20,7 @@ import threading
 import time
 from typing import Callable, Dict, List, Optional
 
-from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka import OFFSET_INVALID, KafkaError, KafkaException
 
 from ..clients import waiting
 from ..clients.client_errors import AUTHORIZATION_CODES
@@ -272,7 +272,10 @@ class Stream(threading.Thread):
         if position < 0:
             starts, _ = self.parts.starts.resolve([tp])
             if tp not in starts:
-                return  # still unknown: reported again at the next fetch
+                # Still unknown. librdkafka stopped fetching it (fetch state NONE) and reports it
+                # no more: assigned again at INVALID, it reads the committed offset and reports again.
+                self.parts.membership.restart({tp: OFFSET_INVALID})
+                return
             new = starts[tp]
         else:
             new = self.parts.starts.reset(tp, position)
