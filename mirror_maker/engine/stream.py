@@ -310,13 +310,18 @@ class Stream(threading.Thread):
                 self.offset_syncs.assigned(tps)
             starts, at_the_end = self.parts.starts.resolve(tps)
             assign(starts)
-            self.positions.update(starts)
-            self._checkpoint.started(starts)
-            if at_the_end:  # durable at once: a restart must not resolve them again, past what arrived
-                self._checkpoint.pending.update({tp: starts[tp] for tp in at_the_end})
-                self._commit_now = True
+            self.started(starts, at_the_end)
             self.parts.source.assigned(starts, tps)
         self._call_listener("on_partitions_assigned", tps)
+
+    def started(self, starts: Dict[TopicPartition, int], at_the_end) -> None:
+        """Partitions start at these positions (resolved at their assignment, or later by a source
+        that could not read them then): where a rewind goes back to."""
+        self.positions.update(starts)
+        self._checkpoint.started(starts)
+        if at_the_end:  # durable at once: a restart must not resolve them again, past what arrived
+            self._checkpoint.pending.update({tp: starts[tp] for tp in at_the_end})
+            self._commit_now = True
 
     def partitions_revoked(self, tps: List[TopicPartition]) -> None:
         """Partitions taken away in an orderly way: flush and commit them first (bounded), so

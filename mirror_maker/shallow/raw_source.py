@@ -382,13 +382,13 @@ class RawSource:
         self._next_resolve = time.monotonic() + UNRESOLVED_RETRY_S
         tps = sorted(tp for tp in self._unresolved if tp in self._stream.assigned)
         self._unresolved.clear()
-        starts, _uncommitted = self._stream.parts.starts.resolve(tps)
+        starts, at_the_end = self._stream.parts.starts.resolve(tps)
         for tp in tps:
             if tp in starts:
                 self._fetcher.assign(tp, starts[tp])
-                self._stream.positions[tp] = starts[tp]
             else:
                 self._unresolved.add(tp)
+        self._stream.started(starts, at_the_end)
 
     def forget(self, tps: List[TopicPartition]) -> None:
         for tp in tps:
