@@ -223,6 +223,8 @@ class RawSource:
                 done, count, ahead = self._read_range(tp, item, routes, time.monotonic() + RECORD_PATH_TIMEOUT_S,
                                                       ahead)
                 handed += count
+                if done is None:
+                    return handed  # reset: the stream moved the raw fetcher on already
                 if not done or tp not in self._stream.assigned:
                     if tp in self._stream.assigned and not self._state.stopping and not self._state.failed:
                         self._fetcher.refetch(tp, item.first)  # not done: the range again later
@@ -292,10 +294,11 @@ class RawSource:
         return None
 
     def _read_range(self, tp: TopicPartition, item: Work, routes: List[Tuple[int, Optional[str]]],
-                    deadline: float, ahead: List) -> Tuple[bool, int, List]:
+                    deadline: float, ahead: List) -> Tuple[Optional[bool], int, List]:
         """Hand the range's records to the copier as the consumer returns them, ``ahead`` first,
-        each to its batch's target (``routes``): whether the range is done, the records handed
-        over, and the messages returned past the range. Records before ``item.first`` (a start
+        each to its batch's target (``routes``): whether the range is done (None: its records are
+        gone, and the stream reset the partition), the records handed over, and the messages
+        returned past the range. Records before ``item.first`` (a start
         inside a batch) are counted, not mirrored."""
         consumer, state, stream = self._consumer, self._state, self._stream
         lasts = [last for last, _target in routes]
@@ -313,10 +316,11 @@ class RawSource:
             mine, past = [], []
             for index, msg in enumerate(messages):
                 if msg.error() is not None:
-                    if msg.error().code() == KafkaError._AUTO_OFFSET_RESET and msg.topic() == tp.topic \
-                            and msg.partition() == tp.partition:
-                        stream.out_of_range(tp, msg.offset())
-                        return False, handed, []
+                    if msg.error().code() == KafkaError._AUTO_OFFSET_RESET:
+                        if msg.topic() == tp.topic and msg.partition() == tp.partition:
+                            stream.out_of_range(tp, msg.offset())
+                            return None, handed, []
+                        continue  # another partition's is stale, as in _serve_group: the raw fetcher has its own
                     stream.consume_error(msg)
                     continue
                 if msg.partition() != tp.partition or msg.topic() != tp.topic or msg.offset() < item.read_from:
