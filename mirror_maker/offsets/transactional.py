@@ -161,9 +161,9 @@ class TransactionalCommitter:
             if request:
                 self._call("send_offsets_to_transaction", self._producer.send_offsets_to_transaction, timeout,
                            request, self._target.group_metadata(), timeout)
-            self._call("commit_transaction", self._producer.commit_transaction, timeout, timeout)
         except KafkaException as exc:
             self._failed(exc, "commit")
+        self._commit_transaction(time.monotonic() + timeout)
         self._sink.transaction_ended(committed=True)
         self.begin()
         if request:
@@ -173,6 +173,25 @@ class TransactionalCommitter:
             except KafkaException as exc:
                 log.debug("best-effort commit to the source group failed: %s", exc)
         return dict(offsets)
+
+    def _commit_transaction(self, until: float) -> None:
+        """commit_transaction, resumed after a retriable error until ``until``: librdkafka goes on
+        committing in the background after a timeout, refuses an abort meanwhile (_CONFLICT), and
+        the commit may still go through. One not confirmed in time leaves the producer unusable,
+        with the outcome for the target to say (the stream reads back the offsets it holds)."""
+        while True:
+            left = max(0.5, until - time.monotonic())
+            try:
+                self._call("commit_transaction", self._producer.commit_transaction, left, left)
+                return
+            except KafkaException as exc:
+                error = exc.args[0]
+                if error.fatal() or error.txn_requires_abort() or not error.retriable():
+                    self._failed(exc, "commit")
+                if time.monotonic() >= until:
+                    raise ProducerUnusable(f"the transaction's commit was not confirmed in time ({error.str()}): "
+                                           f"whether it committed is read back from the target") from None
+                time.sleep(COMMIT_RESUME_S)
 
     def begin(self) -> None:
         """Open the next transaction (a local step: a producer that cannot is replaced)."""
@@ -244,6 +263,8 @@ class TransactionalCommitter:
 
 #: A transactional call gets this long past its own timeout before it counts as stuck.
 CALL_GRACE_S = 2.0
+#: A commit_transaction that returned a retriable error is resumed after this.
+COMMIT_RESUME_S = 0.1
 
 
 def bounded(call, args, timeout_s: float, name: str):
