@@ -26,7 +26,7 @@ from ..clients import waiting
 from ..clients.client_errors import AUTHORIZATION_CODES
 from ..errors import ClientFailed, ListenerFailed, MirrorFailure
 from ..offsets.checkpoint import Checkpoint
-from ..offsets.transactional import TransactionAborted
+from ..offsets.transactional import ProducerUnusable, TransactionAborted
 from ..records import TopicPartition
 from ..replication.offset_syncs import SyncingCommitter
 
@@ -205,6 +205,11 @@ class Stream(threading.Thread):
         and skipped."""
         self.log.warning("Transaction aborted (%s); back to the offsets committed on the target", aborted)
         refused = self.parts.sink.rolled_back(aborted)
+        if isinstance(aborted, ProducerUnusable) and not self._state.stopping and self.assigned:
+            # The last commit's outcome is the target's to say: one that was not confirmed (or
+            # whose next transaction could not begin) may have gone through, and the new
+            # producer's start has settled it.
+            self._checkpoint.committed.update(self.parts.starts.committed(sorted(self.assigned)))
         self.rewind()
         if refused:
             self.parts.sink.track()
