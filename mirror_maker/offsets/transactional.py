@@ -250,12 +250,26 @@ class TransactionalCommitter:
         thing that happened to the transactional.id, where a new owner would show its own state."""
         if error.code() not in _FENCED_CODES:
             return fenced_or_fatal(error, self._transactional_id)
-        state = self._states(self._transactional_id) if self._states is not None else None
+        state = self._state_of(self._transactional_id)
         if state in ("PrepareAbort", "CompleteAbort"):
             return ProducerUnusable(f"the target's transaction coordinator aborted the open transaction of "
                                     f"{self._transactional_id} and bumped its epoch ({error.str()}): it stayed "
                                     f"open longer than transaction.timeout.ms")
         return fenced_or_fatal(error, self._transactional_id)
+
+    def _state_of(self, transactional_id: str) -> Optional[str]:
+        """The coordinator's state of ``transactional_id``, asked again a few times while it
+        cannot answer (after an outage it loads its log first): a fence is concluded only when it
+        answered, or never did."""
+        if self._states is None:
+            return None
+        for attempt in range(DESCRIBE_ATTEMPTS):
+            if attempt:
+                time.sleep(DESCRIBE_RETRY_S)
+            state = self._states(transactional_id)
+            if state is not None:
+                return state
+        return None
 
     def fenced_or_fatal(self, exc: KafkaException) -> ClientFailed:
         return fenced_or_fatal(exc.args[0], self._transactional_id)
@@ -265,6 +279,10 @@ class TransactionalCommitter:
 CALL_GRACE_S = 2.0
 #: A commit_transaction that returned a retriable error is resumed after this.
 COMMIT_RESUME_S = 0.1
+#: How often the coordinator is asked whose fence it was, and how far apart, before a fence by
+#: another writer is concluded from no answer.
+DESCRIBE_ATTEMPTS = 3
+DESCRIBE_RETRY_S = 2.0
 
 
 def bounded(call, args, timeout_s: float, name: str):

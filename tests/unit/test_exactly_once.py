@@ -194,11 +194,15 @@ def test_a_refused_record_aborts_instead_of_committing():
 
 @pytest.mark.parametrize("state, unusable", [("CompleteAbort", True), ("PrepareAbort", True), ("Empty", False),
                                              ("Ongoing", False), (None, False)])
-def test_a_fence_is_the_coordinator_s_own_abort_only_if_it_shows_an_abort_as_the_last_thing(state, unusable):
+def test_a_fence_is_the_coordinator_s_own_abort_only_if_it_shows_an_abort_as_the_last_thing(state, unusable,
+                                                                                            monkeypatch):
     """The coordinator aborts a transaction open past transaction.timeout.ms (through a target
     outage) and bumps the epoch; librdkafka reports that as a fence too. Only a new owner of the
     transactional.id leaves it Empty or Ongoing: that one is a fence, and stops the run."""
+    from mirror_maker.offsets import transactional
     from mirror_maker.offsets.transactional import ProducerUnusable
+
+    monkeypatch.setattr(transactional, "DESCRIBE_RETRY_S", 0.0)
 
     fenced = KafkaError(KafkaError._FENCED, "Producer attempted an operation with an old epoch", fatal=True)
     committer = TransactionalCommitter(TxnProducer(), Target(), Source(), "g.eos.0", Sink(fatal=fenced),
