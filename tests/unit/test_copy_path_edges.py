@@ -61,6 +61,43 @@ def test_a_partition_revoked_while_a_wait_paused_it_is_read_again_when_the_group
     assert consumer.paused == set(), "the partitions given back stay paused in librdkafka: never read again"
 
 
+class Topics:
+    """The runner's topic subscription, changed by the test."""
+
+    def __init__(self, topics):
+        self.version, self.topics = 0, list(topics)
+
+    def current(self):
+        return self.version, list(self.topics)
+
+    def change(self, topics):
+        self.version, self.topics = self.version + 1, list(topics)
+
+
+def test_a_stream_whose_topics_are_all_gone_commits_nothing_for_them_once_they_come_back():
+    """librdkafka serves the revoke of an unsubscribe at the next consume call; the loop made none
+    while nothing matched (follow() False), so the partitions stayed assigned with their pending
+    offsets, and once the topic was created again the stale revoke (or the next commit) committed
+    the old topic's offset to the new one: its first records were never mirrored."""
+    consumer = LibrdkafkaPauses()
+    worker, _, events = stream(assigned=(T0,), consumer=consumer, conf=config(**{"auto.offset.reset": "earliest"}))
+    membership, topics = worker.parts.membership, Topics(["t"])
+    membership._subscription = topics
+    ktp = [KafkaTopicPartition("t", 0)]
+    consumer.unsubscribe = lambda: consumer.during_consume.append(lambda: membership._on_revoke(consumer, ktp))
+    assert membership.follow()
+    worker.checkpoint.pending[T0] = 5000  # mirrored up to 4999, not committed yet
+    topics.change([])  # t deleted on the source
+    assert not membership.follow()
+    topics.change(["t"])  # and created again, empty
+    assert membership.follow()
+    since = len(events)
+    consumer.during_consume.append(lambda: membership._on_assign(consumer, ktp))
+    mirror(worker, [])
+    worker.commit()
+    assert ("commit", {T0: 5000}) not in events[since:], "the deleted topic's offset committed to the new one"
+
+
 # -- a reset met in the middle of a batch ------------------------------------------------------------
 
 def test_records_before_a_reset_in_the_same_batch_do_not_take_the_partition_back_to_the_lost_offset(caplog):
