@@ -240,6 +240,20 @@ def test_a_fence_is_not_concluded_while_the_coordinator_cannot_say_whose_it_was(
         committer.commit({T0: 7})
 
 
+def test_an_offset_read_at_the_start_is_refreshed_at_the_first_commit_not_a_day_later():
+    """Exactly-once keeps its offsets in a group without members, where Kafka expires each one
+    offsets.retention.minutes (7 days) after its commit. The refresh clock started at the
+    partition's assignment: an idle partition's offset committed 6.5 days before a restart
+    expired half a day later, a day before its refresh, and a restart in between found none."""
+    worker, _, events = stream(assigned=(T0,))
+    checkpoint = worker.checkpoint
+    now = [1000.0]
+    checkpoint._clock = lambda: now[0]
+    checkpoint.started({T0: 42})  # read from the store: when it was committed is not known
+    now[0] += 61
+    assert worker.commit() and ("commit", {T0: 42}) in events
+
+
 # -- the stall report --------------------------------------------------------------------------------
 
 def test_an_exactly_once_mirror_between_two_commits_is_not_reported_stalled():
