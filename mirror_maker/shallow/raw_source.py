@@ -298,8 +298,8 @@ class RawSource:
         """Hand the range's records to the copier as the consumer returns them, ``ahead`` first,
         each to its batch's target (``routes``): whether the range is done (None: its records are
         gone, and the stream reset the partition), the records handed over, and the messages
-        returned past the range. Records before ``item.first`` (a start
-        inside a batch) are counted, not mirrored."""
+        returned past the range. Records before ``item.first`` (a start inside a batch) are
+        counted, not mirrored."""
         consumer, state, stream = self._consumer, self._state, self._stream
         lasts = [last for last, _target in routes]
         targets = [target for _last, target in routes]
