@@ -13,7 +13,7 @@ peak RSS, medians of --runs runs; on Kafka, raw mode's goal row again with five 
 (RAW_GOAL: ingest limit, record mode, raw mode), and raw mode against record mode on sources whose
 batches its record path takes (RECORD_PATH_SOURCES: a LogAppendTime and a compacted topic), and
 MirrorMaker 2's dedicated mode (DEDICATED: one mm2.properties with two flows, ours against Kafka's); then
-the cost growth, a profile, results/<date>.json, .md, .png. The report states each goal of the
+the cost growth, a profile, results/latest.json, .md, .png and a row of results/history.md. The report states each goal of the
 throughput issues against the run (goals.py) and where the machine's CPU went in the main runs
 (cpu_split.py: the tool's threads, both brokers, and whether its busiest thread waited for a core).
 

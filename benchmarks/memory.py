@@ -5,7 +5,8 @@ For each record size, seeds a backlog of --gigabytes into an 8-partition topic o
 raw mode: --use.raw.bytes) runs bin/kafka-mirror-maker.py --exit.when.caught.up into an empty
 target topic, and records the mirror process's peak RSS (its VmHWM, read while it runs: see
 bench.peak_rss), its CPU time and its speed.
-Prints a table and writes benchmarks/results/memory-<date>.json.
+Prints a table and writes benchmarks/results/memory-latest.json, where each result replaces the
+latest one of the same configuration (broker, mode, record size, backlog).
 
     .venv-bench/bin/python benchmarks/memory.py --gigabytes 1 --sizes 100,102400
 """
@@ -111,9 +112,15 @@ def main() -> None:
                 print(f"{mode:>7} {size:>7} B x {count:>9} records: exit {result['exit']}, peak RSS "
                       f"{result['peak_rss_mb']} MB, {result['seconds']} s, {result['records_per_s']} rec/s, "
                       f"CPU {result['cpu_seconds']} s", flush=True)
-    report = {"date": datetime.date.today().isoformat(), "python": platform.python_version(),
-              "librdkafka": libversion()[0], "cores": os.cpu_count(), "broker": args.broker, "results": results}
-    out = ROOT / "benchmarks" / "results" / f"memory-{report['date']}.json"
+    today = datetime.date.today().isoformat()
+    out = ROOT / "benchmarks" / "results" / "memory-latest.json"
+    kept = json.loads(out.read_text())["results"] if out.exists() else []
+    key = lambda r: (r.get("broker"), r["mode"], r["record_bytes"], r["gigabytes"])  # noqa: E731
+    for result in results:
+        result.update(date=today, broker=args.broker)
+    fresh = {key(r) for r in results}
+    report = {"python": platform.python_version(), "librdkafka": libversion()[0], "cores": os.cpu_count(),
+              "results": [r for r in kept if key(r) not in fresh] + results}
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(report, indent=2) + "\n")
     print(f"written {out.relative_to(ROOT)}")

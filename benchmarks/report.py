@@ -1,10 +1,9 @@
-"""Turns a benchmark run into results/<date>.json, results/<date>.md and results/<date>.png
-(also copied to results/latest.*, which the README shows): one table per broker kind."""
+"""Turns a benchmark run into results/latest.json, .md and .png (docs/performance.md shows them):
+one table per broker kind; a full run also adds its headline figures to results/history.md."""
 
 from __future__ import annotations
 
 import json
-import shutil
 import time
 from pathlib import Path
 
@@ -227,11 +226,41 @@ def plot(report: dict, path: Path) -> None:
     plt.close(fig)
 
 
+#: The headline row of history.md: records/s of one workload on Apache Kafka, per tool.
+HEADLINE_WORKLOAD = (100, "lz4")
+HEADLINE_RUNS = (("record ×1", "mirror, --num.streams 1"), ("raw", "mirror --use.raw.bytes, --num.streams 1"),
+                 ("exactly-once", "mirror --exactly.once, --num.streams 1"),
+                 ("MirrorMaker v1 ×1", "Kafka MirrorMaker v1, --num.streams 1"),
+                 ("MirrorMaker 2 ×1", "Kafka MirrorMaker 2, tasks.max 1"))
+HISTORY_HEADER = ("| Date | Commit | Run | Workload | " + " | ".join(name for name, _ in HEADLINE_RUNS)
+                  + " | Notes |\n|" + "---|" * (len(HEADLINE_RUNS) + 5) + "\n")
+
+
+def history_row(report: dict, run: str = "full", notes: str = "") -> str:
+    """One line of history.md: the headline workload's records/s per tool (the first Kafka workload
+    where the run has no 100 B lz4 one, Tansu's where it has no Kafka one)."""
+    m, brokers = report["machine"], report.get("brokers") or {"tansu": {"workloads": report.get("workloads", [])}}
+    kind = "kafka" if brokers.get("kafka", {}).get("workloads") else next(iter(brokers))
+    rows = brokers[kind].get("workloads", [])
+    row = next((r for r in rows if (r["record_bytes"], r["compression"]) == HEADLINE_WORKLOAD), rows[0] if rows else None)
+    cells, workload = [], ""
+    if row is not None:
+        workload = f"{TITLES.get(kind, kind).split(' (')[0]}, {_workload(row)} ({row['compression']})"
+        cells = [f"{row['results'][label]['records_per_s']:,}" if label in row["results"] else ""
+                 for _name, label in HEADLINE_RUNS]
+    else:
+        cells = [""] * len(HEADLINE_RUNS)
+    return "| " + " | ".join([m["date"], m["commit"], f"{run}, {report['minutes']} min", workload, *cells,
+                              notes]) + " |"
+
+
 def write_report(report: dict, folder: Path, partial: bool = False):
-    """The dated report, also as ``latest.*`` (which the README shows). A partial run (some rows,
-    sizes or brokers) gets a name of its own and leaves both the full run's files alone."""
+    """``latest.*``, and a row of history.md. A partial run (some rows, sizes or brokers) goes to
+    ``partial/`` (not kept in the repository) and leaves both alone."""
+    if partial:
+        folder = folder / "partial"
     folder.mkdir(parents=True, exist_ok=True)
-    stem = folder / (report["machine"]["date"] + (time.strftime("-partial-%H%M") if partial else ""))
+    stem = folder / ("latest" if not partial else report["machine"]["date"] + time.strftime("-%H%M"))
     paths = [stem.with_suffix(".json"), stem.with_suffix(".md"), stem.with_suffix(".png")]
     paths[0].write_text(json.dumps(report, indent=2, default=str) + "\n")
     paths[1].write_text(markdown(report))
@@ -239,6 +268,9 @@ def write_report(report: dict, folder: Path, partial: bool = False):
         plot(report, paths[2])
     else:  # only the raw goal or record path sections: nothing for the chart
         paths.pop()
-    for path in paths if not partial else ():
-        shutil.copyfile(path, folder / f"latest{path.suffix}")
+    if not partial:
+        history = folder / "history.md"
+        text = history.read_text() if history.exists() else "# Benchmark history\n\n" + HISTORY_HEADER
+        history.write_text(text.rstrip("\n") + "\n" + history_row(report) + "\n")
+        paths.append(history)
     return paths

@@ -1,5 +1,7 @@
-"""The command lines: Kafka's MirrorMaker options and our extensions (``command``), MirrorMaker 2's
-dedicated mode (``dedicated``: ``connect-mirror-maker mm2.properties``), validation, and exit codes.
+"""The command lines: Kafka's MirrorMaker options and our extensions (``command``, with the
+``translate-offsets`` subcommand), MirrorMaker 2's dedicated mode (``dedicated``:
+``connect-mirror-maker mm2.properties``), validation, and exit codes. ``options`` makes the click
+options and ``--help`` from ``config.spec``; ``reference`` makes docs/configuration.md's tables.
 
 Both parse and validate everything before connecting; ``exit_codes`` is the one place that maps
 errors and outcomes to exit statuses. May import every other subpackage; nothing imports it but

@@ -10,14 +10,14 @@ from __future__ import annotations
 
 import logging
 import sys
-import textwrap
+from dataclasses import replace
 from typing import List, Optional
 
 import click
 
 from .. import __version__
-from . import exit_codes
-from . import options
+from ..config import spec
+from . import exit_codes, options, translate_offsets
 from ..errors import ConfigError, MirrorMakerError
 from ..extras import require
 from ..redaction import redact
@@ -25,121 +25,92 @@ from ..ops.log import configure_logging, resolve_level
 
 log = logging.getLogger("mirror_maker.MirrorMaker")
 
-HEADLINE = "This tool helps to continuously copy data between two Kafka clusters."
-
 
 class UsageProblem(Exception):
     """A usage error that Kafka answers with the message and the usage table (exit 1)."""
 
 
-def _table(rows, width: int = 80, left: int = 40) -> List[str]:
-    lines = []
-    for name, description in rows:
-        left_lines = textwrap.wrap(name, left - 2, subsequent_indent="  ") or [""]
-        right_lines = textwrap.wrap(description, width - left) or [""]
-        for i in range(max(len(left_lines), len(right_lines))):
-            l_text = left_lines[i] if i < len(left_lines) else ""
-            r_text = right_lines[i] if i < len(right_lines) else ""
-            lines.append(f"{l_text:<{left}}{r_text}".rstrip())
-    return lines
-
-
-def _rows(specs):
-    rows = []
-    for decls, _name, description, default, kwargs in sorted(specs, key=lambda s: s[0][0]):
-        if kwargs.get("is_flag"):
-            text, meta = description, ""
-        else:
-            meta_type, _, text = description.partition(": ")
-            meta = f" <{meta_type}>"
-        if default is not None:
-            text = f"{text} (default: {default})"
-        rows.append((", ".join(decls) + meta, text))
-    return rows
-
-
 def usage_text() -> str:
-    """Kafka's jopt-simple table (sorted, with defaults), then our Extensions section."""
-    lines = [HEADLINE, *_table([("Option", "Description"), ("------", "-----------")])]
-    lines += _table(_rows(options.KAFKA_OPTIONS))
-    lines += ["", "Extensions (kafka-mirror-maker for Python only):"]
-    lines += _table(_rows(options.EXTENSION_OPTIONS))
-    lines += ["", "MirrorMaker 2 capabilities (MirrorMaker 2's property names; all off by default):"]
-    lines += _table(_rows(options.MM2_OPTIONS))
-    lines += ["", "Spark mode (kafka-mirror-maker for Python only):"]
-    lines += _table(_rows(options.SPARK_OPTIONS))
-    lines += ["", "Where a consumer group resumes on the target, from the checkpoints: "
-              "kafka-mirror-maker translate-offsets --help"]
-    return "\n".join(lines)
+    return options.usage_text()
 
 
 def _check_repeats(argv: List[str]) -> None:
-    seen = {}
+    seen = set()
     for arg in argv:
         name = arg.split("=", 1)[0]
-        for decls in options.value_options():
-            if name in decls:
-                if decls in seen:
-                    raise UsageProblem(f"Option {decls[0]} was given more than once")
-                seen[decls] = True
+        for flags in options.value_flags():
+            if name in flags:
+                if flags in seen:
+                    raise UsageProblem(f"Option {flags[0]} was given more than once")
+                seen.add(flags)
 
 
+class _MirrorMakerCommand(click.Group):
+    """Kafka's options, and subcommands beside them (``translate-offsets``)."""
+
+    def resolve_command(self, ctx, args):
+        if args and args[0] not in self.commands:
+            raise click.UsageError(f"Got unexpected extra argument ({args[0]}); the subcommands are "
+                                   f"{', '.join(sorted(self.commands))}.")
+        return super().resolve_command(ctx, args)
+
+
+@click.group(cls=_MirrorMakerCommand, invoke_without_command=True, add_help_option=False,
+             context_settings={"ignore_unknown_options": False})
 @options.apply
-@click.command(add_help_option=False, context_settings={"ignore_unknown_options": False})
-def command(**params) -> int:
-    if params.pop("show_help"):
+@click.pass_context
+def command(ctx: click.Context, **params) -> Optional[int]:
+    """Kafka's command line runs the mirror; a first argument naming a subcommand runs that."""
+    if ctx.invoked_subcommand is not None:
+        mixed = [f"--{name}" for name in options.given(params)]
+        if mixed:
+            raise click.UsageError(f"{ctx.invoked_subcommand} takes its own options, not {mixed[0]}.")
+        return None
+    return _mirror(params)
+
+
+command.add_command(translate_offsets.command)
+
+
+def _mirror(params: dict) -> int:
+    if params.pop("help"):
         raise UsageProblem(None)
-    if params.pop("show_version"):
+    if params.pop("version"):
         click.echo(__version__)
         return exit_codes.OK
-    for required in ("consumer_config", "producer_config"):
-        if not params.get(required):
-            raise UsageProblem(f'Missing required argument "[{required.replace("_", ".")}]"')
+    for option in spec.command_line():
+        if option.required and not params.get(option.attr):
+            raise UsageProblem(f'Missing required argument "[{option.name}]"')
     configure_logging(resolve_level(params.pop("log_level")))
     log.info("Starting mirror maker")
     if params.pop("new_consumer"):
         log.info("--new.consumer is deprecated and ignored: the new consumer is the default")
-    include, whitelist = params.pop("include"), params.pop("whitelist")
-    if whitelist is not None:
-        if include is not None:
-            log.warning("--whitelist is deprecated and ignored because --include is given")
-        else:
-            log.warning("--whitelist is deprecated; use --include")
-    include = include if include is not None else whitelist
-    if include is None:
-        raise ConfigError("include list must be specified")
-    shutdown_timeout_ms = params.pop("shutdown_timeout_ms")
-    if shutdown_timeout_ms < 0:
-        raise ConfigError(f"--shutdown.timeout.ms: {shutdown_timeout_ms} is negative")
-    extensions = {
-        "shutdown_timeout_s": shutdown_timeout_ms / 1000.0,
-        "metrics_port": params.pop("metrics_port"),
-        "metrics_bind": params.pop("metrics_bind"),
-        "status_interval_ms": params.pop("status_interval_ms"),
-        "exit_when_caught_up": params.pop("exit_when_caught_up"),
-        "use_raw_bytes": params.pop("use_raw_bytes"),
-        "exactly_once": params.pop("exactly_once"),
-        "exactly_once_group_option": params.pop("exactly_once_group_option"),
-    }
-    if extensions["exactly_once_group_option"] and not extensions["exactly_once"]:
-        raise ConfigError("--exactly.once.group is only used with --exactly.once")
-    if extensions["use_raw_bytes"]:
+    include = _include(params.pop("include"), params.pop("whitelist"))
+    given = options.given(params)
+    for name, value in given.items():
+        problem = spec.BY_NAME[name].problem(value)
+        if problem:
+            raise ConfigError(f"--{name}: {problem}")
+    for rule in spec.rules(spec.OnlyWith):
+        if rule.option in given and not given.get(rule.switch):
+            raise ConfigError(f"--{rule.option} is only used with --{rule.switch}")
+    if given.get("use.raw.bytes"):
         require("raw", "google_crc32c", "--use.raw.bytes")
-    if extensions["exactly_once"] and extensions["use_raw_bytes"]:
-        raise ConfigError("--exactly.once with --use.raw.bytes is not supported: the raw path's producer "
-                          "is not transactional")
-
-    spark = _spark_options(params)
-    extensions["replication"] = _replication_options(params)
-
-    from dataclasses import replace
+    fields = {kind: {spec.BY_NAME[name].attr: value for name, value in given.items()
+                     if (spec.BY_NAME[name].field or "").startswith(kind + ".")}
+              for kind in ("mirror", "replication", "spark")}
+    spark = _spark_options(given.get("spark", False), fields["spark"])
+    replication = _replication_options(given, fields["replication"])
 
     from ..config.client_conf import settle_transactions
     from ..config.replication import follow_partitions
     from ..config.mirror_config import build_config
     from ..engine.runner import load_plugins, run
 
-    config = settle_transactions(replace(build_config(include=include, **params), **extensions))
+    config = build_config(params["consumer_config"], params["producer_config"], include, replication=replication,
+                          **fields["mirror"])
+    _check_excludes(config, given)
+    config = settle_transactions(config)
     config = replace(config, consumer=follow_partitions(config.consumer, config.replication))
     handler, listener = load_plugins(config)  # a bad plugin fails here, before Spark starts
     from ..replication.policies import cycle_warning, topic_rules
@@ -155,19 +126,38 @@ def command(**params) -> int:
     return run(config, handler, listener)
 
 
-#: MirrorMaker 2's options whose ReplicationOptions field has another name (the others: the same).
-_RENAMED = {"replication_policy": "policy", "replication_policy_separator": "separator",
-            "source_cluster_alias": "source_alias", "target_cluster_alias": "target_alias",
-            "config_properties_exclude": "config_exclude"}
-#: Options that mean nothing without a switch (dependent -> switch).
-_NEEDS = {
-    "refresh_topics_interval_s": "refresh_topics", "sync_topic_configs_interval_s": "sync_topic_configs",
-    "config_properties_exclude": "sync_topic_configs", "sync_topic_acls_interval_s": "sync_topic_acls",
-    "offset_syncs_location": "emit_offset_syncs", "offset_lag_max": "emit_offset_syncs",
-    "emit_checkpoints_interval_s": "emit_checkpoints", "groups": "emit_checkpoints",
-    "groups_exclude": "emit_checkpoints", "sync_group_offsets_interval_s": "sync_group_offsets",
-    "emit_heartbeats_interval_s": "emit_heartbeats",
-}
+def _include(include: Optional[str], whitelist: Optional[str]) -> str:
+    """Kafka's rule: ``--include`` wins, ``--whitelist`` is deprecated, one of them is needed."""
+    if whitelist is not None:
+        if include is not None:
+            log.warning("--whitelist is deprecated and ignored because --include is given")
+        else:
+            log.warning("--whitelist is deprecated; use --include")
+    include = include if include is not None else whitelist
+    if include is None:
+        raise ConfigError("include list must be specified")
+    return include
+
+
+def _resolved(config, name: str):
+    """The value an option has in the built config (given, implied or its default)."""
+    kind, _, attr = spec.BY_NAME[name].field.partition(".")
+    return getattr(config.replication if kind == "replication" else config, attr)
+
+
+def _check_excludes(config, given: dict) -> None:
+    """The spec's pairs of options that cannot go together, as the run would have them."""
+    for rule in spec.rules(spec.Excludes):
+        if _resolved(config, rule.option) and _resolved(config, rule.other):
+            raise ConfigError(f"--{rule.option}{_implied(config, rule.option, given)} with --{rule.other} is not "
+                              f"supported: {rule.reason}")
+
+
+def _implied(config, name: str, given: dict) -> str:
+    if name in given:
+        return ""
+    by = [r.feature for r in spec.rules(spec.Implies) if r.needed == name and _resolved(config, r.feature)]
+    return f" (on with --{by[0]})" if by else ""
 
 
 def _check_offset_syncs(config, handler) -> None:
@@ -182,50 +172,42 @@ def _check_offset_syncs(config, handler) -> None:
                               "(each batch to its topic as the replication policy names it): a --message.handler "
                               "may send batches elsewhere, where their offsets cannot be followed")
         return  # raw mode keeps partition numbers
-    if config.exactly_once:
-        raise ConfigError(f"--emit.offset-syncs.enabled{_implied(config)} with --exactly.once is not supported: "
-                          "transaction markers take target offsets, so target offsets cannot be counted")
     if not getattr(handler, "keep_partition", False):
-        raise ConfigError(f"--emit.offset-syncs.enabled{_implied(config)} needs the source partition kept "
+        implied = " (on with --emit.checkpoints.enabled)" if config.replication.emit_checkpoints else ""
+        raise ConfigError(f"--emit.offset-syncs.enabled{implied} needs the source partition kept "
                           "(MirrorMaker 2's mapping): --message.handler mirror_maker.handlers.PartitionPreservingHandler")
 
 
-def _implied(config) -> str:
-    return " (on with --emit.checkpoints.enabled)" if config.replication.emit_checkpoints else ""
-
-
-def _option_name(python_name: str) -> str:
-    decls = next(d for d, name, *_ in options.MM2_OPTIONS if name == python_name)
-    return decls[0]
-
-
-def _replication_options(params: dict):
-    """MirrorMaker 2's options; one that means nothing without its switch is worth a WARN line (a
-    MirrorMaker 2 user expects its switch on, as it is by default there)."""
+def _replication_options(given: dict, fields: dict):
+    """MirrorMaker 2's options, with the spec's rules as the command line applies them: a feature
+    turns on what it needs (one error line if that is given as false), and an option given without
+    its switch is one WARN and ignored."""
     from ..config.replication import build_replication_options
 
-    given = {name: params.pop(name) for _decls, name, *_rest in options.MM2_OPTIONS}
-    replication = build_replication_options(**{_RENAMED.get(name, name): value for name, value in given.items()})
-    for dependent, switch in _NEEDS.items():
-        if given[dependent] is not None and not getattr(replication, _RENAMED.get(switch, switch)):
-            log.warning("%s is only used with %s true: ignored", _option_name(dependent), _option_name(switch))
+    on = dict(fields)
+    for rule in reversed(list(spec.rules(spec.Implies))):
+        feature, needed = spec.BY_NAME[rule.feature].attr, spec.BY_NAME[rule.needed].attr
+        if on.get(feature) and not on.get(needed):
+            if given.get(rule.needed) is False:
+                raise ConfigError(f"--{rule.feature} true needs --{rule.needed} true, which is given as false")
+            on[needed] = True
+    replication = build_replication_options(**on)
+    for rule in spec.rules(spec.Needs):
+        if rule.option in given and not getattr(replication, spec.BY_NAME[rule.switch].attr):
+            log.warning("--%s is only used with --%s true: ignored", rule.option, rule.switch)
     return replication
 
 
-def _spark_options(params: dict):
-    """The ``--spark.*`` options (None without ``--spark``); they mean nothing without it."""
-    enabled = params.pop("spark")
-    given = {"master": params.pop("spark_master"), "conf": tuple(params.pop("spark_conf")),
-             "py_files": params.pop("spark_py_files"), "max_restarts": params.pop("spark_max_restarts")}
+def _spark_options(enabled: bool, fields: dict):
+    """The ``--spark.*`` options (None without ``--spark``)."""
     if not enabled:
-        for name in ("master", "conf", "py_files"):
-            if given[name]:
-                raise ConfigError(f"--spark.{name.replace('_', '.')} is only used with --spark")
         return None
     from ..spark.settings import SparkOptions
 
-    py_files = tuple(p.strip() for p in (given["py_files"] or "").split(",") if p.strip())
-    return SparkOptions(given["master"], given["conf"], py_files, given["max_restarts"])
+    fields = dict(fields)
+    fields["conf"] = tuple(fields.get("conf", ()))
+    fields["py_files"] = tuple(p.strip() for p in (fields.get("py_files") or "").split(",") if p.strip())
+    return SparkOptions(**fields)
 
 
 def main(argv: Optional[List[str]] = None) -> None:
@@ -236,14 +218,10 @@ def main(argv: Optional[List[str]] = None) -> None:
 
 def invoke(argv: List[str]) -> int:
     try:
-        if argv and argv[0] == "translate-offsets":
-            configure_logging(resolve_level(None))
-            from ..replication.translate import main as translate_main
-
-            return translate_main(argv[1:])
         if not argv:
             raise UsageProblem(None)
-        _check_repeats(argv)
+        if argv[0] not in command.commands:
+            _check_repeats(argv)
         return command.main(argv, prog_name="kafka-mirror-maker", standalone_mode=False) or 0
     except UsageProblem as problem:
         if problem.args[0]:
@@ -253,7 +231,7 @@ def invoke(argv: List[str]) -> int:
     except click.UsageError as exc:
         click.echo(f"{exc.format_message()} Run with --help for the options.", err=True)
         return exit_codes.USAGE
-    except click.exceptions.Exit as exc:  # pragma: no cover - not raised without help options
+    except click.exceptions.Exit as exc:  # a subcommand's --help
         return exc.exit_code
     except click.Abort:
         return exit_codes.SIGINT

@@ -14,6 +14,7 @@ import sys
 from typing import List, Optional
 
 from .. import __version__
+from ..config import spec
 from ..errors import ConfigError
 from ..ops.log import configure_logging, resolve_level
 from . import exit_codes
@@ -33,11 +34,11 @@ class _Usage(Exception):
 
 def parser() -> argparse.ArgumentParser:
     p = _Parser(prog="connect-mirror-maker", description="MirrorMaker 2.0 driver (kafka-mirror-maker for Python): "
-                "runs every enabled flow of mm2.properties; see the README's \"Migrating from MirrorMaker 2\".")
+                "runs every enabled flow of mm2.properties; see docs/dedicated-mode.md.")
     p.add_argument("config", metavar="mm2.properties", help="MM2 configuration file.")
     p.add_argument("--clusters", nargs="+", metavar="CLUSTER", help="Target cluster to use for this node.")
     p.add_argument("--log.level", dest="log_level", metavar="LEVEL",
-                   help="DEBUG, INFO, WARN or ERROR (or MIRROR_MAKER_LOG_LEVEL; default INFO). Ours, not Kafka's.")
+                   help=f"{spec.BY_NAME['log.level'].doc} Default INFO. Ours, not Kafka's.")
     p.add_argument("--spark", action="store_true",
                    help="Not available in this mode yet: run a flow on Spark with kafka-mirror-maker --spark.")
     p.add_argument("--version", action="version", version=__version__)

@@ -1,7 +1,8 @@
 """The mirror's one frozen configuration, built from the command line and the two properties files.
 
 Nothing here connects to a cluster: the files are read (``properties``), each turned into client
-settings (``client_conf``), the include string compiled (``topics``), and the options checked.
+settings (``client_conf``) and the include string compiled (``topics``); the options' defaults
+are the spec's (``spec``), and their validators ran where they were read.
 """
 
 from __future__ import annotations
@@ -10,12 +11,17 @@ from dataclasses import dataclass
 from typing import Dict, Optional, Pattern
 
 from ..errors import ConfigError
+from . import spec
 from .client_conf import build_consumer_conf, build_producer_conf, parse_int
 from .properties import load_properties
 from .replication import ReplicationOptions
 from .topics import compile_include
 
 DEFAULT_BATCH_SIZE = 500  # Java's max.poll.records default
+
+
+#: The defaults of the options, from the spec.
+_DEFAULTS = spec.defaults("mirror")
 
 
 @dataclass(frozen=True)
@@ -25,31 +31,37 @@ class MirrorMakerConfig:
     consumer: Dict[str, str]
     producer: Dict[str, str]
     include: Pattern[str]
-    num_streams: int = 1
-    offset_commit_interval_ms: int = 60000
-    abort_on_send_failure: bool = True
-    message_handler: Optional[str] = None
-    message_handler_args: Optional[str] = None
-    rebalance_listener: Optional[str] = None
-    rebalance_listener_args: Optional[str] = None
+    num_streams: int = _DEFAULTS["num_streams"]
+    offset_commit_interval_ms: int = _DEFAULTS["offset_commit_interval_ms"]
+    abort_on_send_failure: bool = _DEFAULTS["abort_on_send_failure"]
+    message_handler: Optional[str] = _DEFAULTS["message_handler"]
+    message_handler_args: Optional[str] = _DEFAULTS["message_handler_args"]
+    rebalance_listener: Optional[str] = _DEFAULTS["rebalance_listener"]
+    rebalance_listener_args: Optional[str] = _DEFAULTS["rebalance_listener_args"]
+    # From the properties files (client settings the mirror reads itself).
     batch_size: int = DEFAULT_BATCH_SIZE
     exclude_internal_topics: bool = True
     topic_refresh_ms: int = 300000
     sync_send: bool = False
     max_block_ms: Optional[int] = None
-    shutdown_timeout_s: float = 30.0
-    metrics_port: Optional[int] = None
-    metrics_bind: str = "0.0.0.0"
-    status_interval_ms: int = 30000
-    exit_when_caught_up: bool = False
+    # Ours.
+    shutdown_timeout_ms: int = _DEFAULTS["shutdown_timeout_ms"]
+    metrics_port: Optional[int] = _DEFAULTS["metrics_port"]
+    metrics_bind: str = _DEFAULTS["metrics_bind"]
+    status_interval_ms: int = _DEFAULTS["status_interval_ms"]
+    exit_when_caught_up: bool = _DEFAULTS["exit_when_caught_up"]
     #: --use.raw.bytes: whole batches instead of records (the shallow package).
-    use_raw_bytes: bool = False
+    use_raw_bytes: bool = _DEFAULTS["use_raw_bytes"]
     #: --exactly.once: transactions on the target, offsets stored there (engine.exactly_once).
-    exactly_once: bool = False
+    exactly_once: bool = _DEFAULTS["exactly_once"]
     #: The target's consumer group holding the source offsets (default: the source group.id).
-    exactly_once_group_option: Optional[str] = None
+    exactly_once_group_option: Optional[str] = _DEFAULTS["exactly_once_group_option"]
     #: MirrorMaker 2's topic capabilities (the replication package).
     replication: ReplicationOptions = ReplicationOptions()
+
+    @property
+    def shutdown_timeout_s(self) -> float:
+        return self.shutdown_timeout_ms / 1000.0
 
     @property
     def group_id(self) -> str:
@@ -97,39 +109,21 @@ class MirrorMakerConfig:
         return conf
 
 
-def build_config(
-    consumer_config: str,
-    producer_config: str,
-    include: str,
-    num_streams: int = 1,
-    offset_commit_interval_ms: int = 60000,
-    abort_on_send_failure: bool = True,
-    message_handler: Optional[str] = None,
-    message_handler_args: Optional[str] = None,
-    rebalance_listener: Optional[str] = None,
-    rebalance_listener_args: Optional[str] = None,
-) -> MirrorMakerConfig:
-    """Read, translate and validate everything; nothing here connects to a cluster."""
+def build_config(consumer_config: str, producer_config: str, include: str, **options) -> MirrorMakerConfig:
+    """Read, translate and validate everything; nothing here connects to a cluster. ``options``
+    are ``MirrorMakerConfig`` fields, each already checked by its option's validator."""
     consumer_props = load_properties(consumer_config, "--consumer.config")
     producer_props = load_properties(producer_config, "--producer.config")
     return config_from_properties(
         consumer_props, producer_props, compile_include(include), f"--consumer.config {consumer_config}",
-        f"--producer.config {producer_config}", num_streams=num_streams,
-        offset_commit_interval_ms=offset_commit_interval_ms, abort_on_send_failure=abort_on_send_failure,
-        message_handler=message_handler, message_handler_args=message_handler_args,
-        rebalance_listener=rebalance_listener, rebalance_listener_args=rebalance_listener_args)
+        f"--producer.config {producer_config}", **options)
 
 
 def config_from_properties(consumer_props: Dict[str, str], producer_props: Dict[str, str], include: Pattern[str],
-                           consumer_source: str, producer_source: str, num_streams: int = 1,
-                           offset_commit_interval_ms: int = 60000, **options) -> MirrorMakerConfig:
+                           consumer_source: str, producer_source: str, **options) -> MirrorMakerConfig:
     """The config of Java client settings given as dicts (``consumer_source`` and
     ``producer_source`` name where they came from in error lines): the properties files of
     MirrorMaker v1's command line, or one flow of MirrorMaker 2's mm2.properties."""
-    if num_streams < 1:
-        raise ConfigError(f"--num.streams: {num_streams} is not a positive number of threads")
-    if offset_commit_interval_ms < 0:
-        raise ConfigError(f"--offset.commit.interval.ms: {offset_commit_interval_ms} is negative")
     consumer, consumer_engine = build_consumer_conf(consumer_props, consumer_source)
     producer, producer_engine = build_producer_conf(producer_props, producer_source)
 
@@ -141,8 +135,6 @@ def config_from_properties(consumer_props: Dict[str, str], producer_props: Dict[
         consumer=consumer,
         producer=producer,
         include=include,
-        num_streams=num_streams,
-        offset_commit_interval_ms=offset_commit_interval_ms,
         batch_size=parse_int(consumer_engine.get("max.poll.records", DEFAULT_BATCH_SIZE), "max.poll.records", 1),
         exclude_internal_topics=consumer_engine.get("exclude.internal.topics", "true").strip().lower() != "false",
         topic_refresh_ms=parse_int(consumer.get("metadata.max.age.ms", 300000), "metadata.max.age.ms", 1),

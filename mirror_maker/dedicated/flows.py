@@ -24,12 +24,12 @@ import re
 from dataclasses import dataclass, replace
 from typing import Dict, List, Optional, Pattern, Sequence, Tuple
 
+from ..config import spec
 from ..config.client_conf import build_consumer_conf, settle_transactions
 from ..config.mirror_config import MirrorMakerConfig, config_from_properties
 from ..config.replication import build_replication_options, compile_list, follow_partitions
 from ..errors import ConfigError, PluginLoadError
 from ..replication.policies import cycle_warning, topic_rules
-from . import spec
 from .election import election_group
 from .mm2_file import Mm2File
 
@@ -70,15 +70,14 @@ class RunSettings:
     shutdown_timeout_ms: int
 
 
+def _per_process(option: spec.Option) -> bool:
+    """Our settings of the whole process (the top level only), not of each flow."""
+    return option.prop.scopes == (spec.TOP,)
+
+
 def run_settings(file: Mm2File) -> RunSettings:
-    values = {s.field.split(".", 1)[1]: file.value(s.name) for s in spec.SETTINGS
-              if s.field and s.field.startswith("run.")}
-    for name in ("status_interval_ms", "shutdown_timeout_ms"):
-        if values[name] < 0:
-            raise ConfigError(f"{file.path}: {name.replace('_', '.')} = {values[name]} is negative")
-    if values["metrics_port"] is not None and not 0 <= values["metrics_port"] <= 65535:
-        raise ConfigError(f"{file.path}: metrics.port = {values['metrics_port']} is not a port")
-    return RunSettings(**values)
+    return RunSettings(**{o.attr: file.field(o.prop.key) for o in spec.fields("mirror")
+                          if o.prop is not None and _per_process(o)})
 
 
 def plan_flows(file: Mm2File, targets: Optional[Sequence[str]] = None) -> List[Flow]:
@@ -146,21 +145,20 @@ class _Builder:
         consumer_props["enable.auto.commit"] = "false"
         consumer_props.setdefault("group.id", flow_group(source, target))
         producer_props = self._client_props("producer", target, (source, target))
-        raw = file.value("use.raw.bytes", source, target)
-        exactly_once = enabled and file.value("exactly.once.source.support", source, target) == "enabled"
+        mirror_fields = {o.attr: file.field(o.prop.key, source, target) for o in spec.fields("mirror")
+                         if o.prop is not None and not _per_process(o)}
+        raw = mirror_fields["use_raw_bytes"]
+        exactly_once = mirror_fields["exactly_once"] = enabled and mirror_fields["exactly_once"]
         replication = self._replication(source, target, exactly_once)
         include = self._include(source, target)
-        mirror_fields = {s.field.split(".", 1)[1]: file.value(s.name, source, target) for s in spec.SETTINGS
-                         if s.field and s.field.startswith("mirror.")}
         if exactly_once and raw:
             raise ConfigError(f"{file.path}: {name}: exactly.once.source.support = enabled with use.raw.bytes is "
-                              "not supported: the raw path's producer is not transactional")
-        run = self.run
+                              f"not supported: {spec.excludes('exactly.once', 'use.raw.bytes').reason}")
         config = config_from_properties(
             consumer_props, producer_props, include, f"{file.path} ({source}.consumer)",
             f"{file.path} ({target}.producer)", message_handler=None if raw else PARTITION_KEEPING_HANDLER,
-            exactly_once=exactly_once, replication=replication, shutdown_timeout_s=run.shutdown_timeout_ms / 1000.0,
-            status_interval_ms=0, metrics_port=None, **mirror_fields)
+            replication=replication, shutdown_timeout_ms=self.run.shutdown_timeout_ms, status_interval_ms=0,
+            metrics_port=None, **mirror_fields)
         config = settle_transactions(config)
         refresh_ms = replication.refresh_topics_interval_s * 1000 if replication.refresh_topics else None
         config = replace(config, consumer=follow_partitions(config.consumer, replication),
@@ -197,14 +195,7 @@ class _Builder:
 
     def _replication(self, source: str, target: str, exactly_once: bool):
         file, name = self.file, f"{source}->{target}"
-        given = {s.field.split(".", 1)[1]: file.value(s.name, source, target) for s in spec.SETTINGS
-                 if s.field and s.field.startswith("replication.")}
-        for factor in ("replication_factor", "offset_syncs_replication_factor", "checkpoints_replication_factor",
-                       "heartbeats_replication_factor"):
-            if given[factor] == -1:  # Kafka's "the broker's default"
-                given[factor] = None
-        for list_name in ("groups", "groups_exclude", "config_exclude"):
-            compile_list(given[list_name], f"{file.path}: {name} {list_name.replace('_', '.')}")
+        given = file.fields("replication", source, target)
         # Our own consumer groups on the source are never checkpointed.
         ours = [flow_group(source, t) for t in file.clusters if t != source]
         ours += [election_group(s, source) for s in file.clusters if s != source]
@@ -233,18 +224,17 @@ class _Builder:
         without them the checkpoint connector does not run there, and the rest of the flow does
         (a WARN when the feature was asked for)."""
         file, name = self.file, f"{source}->{target}"
-        for feature, key, needed, needed_key in (
-                ("emit_checkpoints", "emit.checkpoints.enabled", "emit_offset_syncs", "emit.offset-syncs.enabled"),
-                ("sync_group_offsets", "sync.group.offsets.enabled", "emit_checkpoints", "emit.checkpoints.enabled")):
-            if given[feature] and not given[needed]:
-                given[feature] = False
-                if file.given(key, source, target):
+        for rule in spec.rules(spec.Implies):
+            feature, needed = spec.BY_NAME[rule.feature], spec.BY_NAME[rule.needed]
+            if given[feature.attr] and not given[needed.attr]:
+                given[feature.attr] = False
+                if file.given(feature.prop.key, source, target):
                     log.warning("%s: %s: %s = true needs %s = true, which is false for this flow: off", file.path,
-                                name, key, needed_key)
+                                name, feature.prop.key, needed.prop.key)
         if exactly_once and given["emit_offset_syncs"]:
+            reason = spec.excludes("emit.offset-syncs.enabled", "exactly.once").reason
             raise ConfigError(f"{file.path}: {name}: exactly.once.source.support = enabled with offset syncs is not "
-                              f"supported (transaction markers take target offsets, so they cannot be counted): "
-                              f"set {name}.emit.offset-syncs.enabled = false")
+                              f"supported ({reason}): set {name}.emit.offset-syncs.enabled = false")
 
 
 def _stripped(props: Dict[str, str], prefix: str) -> Dict[str, str]:

@@ -1,6 +1,6 @@
 """Reading mm2.properties as MirrorMaker 2's ``MirrorMakerConfig`` does: the cluster aliases, then
-each key sorted into its scope (top level, ``<alias>.``, ``<source>-><target>.``), typed by the
-spec, with MirrorMaker 2's precedence.
+each key sorted into its scope (top level, ``<alias>.``, ``<source>-><target>.``), typed and
+checked by the option spec (``config.spec``), with MirrorMaker 2's precedence.
 
 Every problem before anything connects is one line: a malformed file, a missing or unknown alias,
 a bad value is a :class:`ConfigError` (exit 1); a setting this tool does not have is one WARN naming
@@ -13,11 +13,10 @@ import logging
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple
 
-from ..config import providers
+from ..config import providers, spec
 from ..config.properties import load_properties
+from ..config.spec import BOOLEAN, CLUSTER, FLOW, INT, TOP
 from ..errors import ConfigError
-from . import spec
-from .spec import CLUSTER, FLOW, TOP
 
 log = logging.getLogger("mirror_maker.dedicated")
 
@@ -42,39 +41,59 @@ class Mm2File:
     cluster: Dict[str, Dict[str, str]] = field(default_factory=dict)
     flow: Dict[Tuple[str, str], Dict[str, str]] = field(default_factory=dict)
 
-    def value(self, name: str, source: Optional[str] = None, target: Optional[str] = None):
-        """A setting of the spec for the flow ``source->target``: the flow's value, else (for a
-        worker setting) the target cluster's, else the top level's, else the default."""
-        setting = spec.BY_NAME[name]
-        if FLOW in setting.scopes and (source, target) in self.flow and name in self.flow[(source, target)]:
-            return self._typed(setting, self.flow[(source, target)][name], f"{source}->{target}.{name}")
-        if CLUSTER in setting.scopes and target in self.cluster and name in self.cluster[target]:
-            return self._typed(setting, self.cluster[target][name], f"{target}.{name}")
-        if TOP in setting.scopes and name in self.top:
-            return self._typed(setting, self.top[name], name)
-        return setting.default
+    def value(self, key: str, source: Optional[str] = None, target: Optional[str] = None):
+        """A setting of the spec for the flow ``source->target``, typed and checked: the flow's
+        value, else (for a worker setting) the target cluster's, else the top level's, else
+        MirrorMaker 2's default."""
+        option = spec.BY_KEY[key]
+        scopes = option.prop.scopes
+        if FLOW in scopes and (source, target) in self.flow and key in self.flow[(source, target)]:
+            return self._typed(option, self.flow[(source, target)][key], f"{source}->{target}.{key}")
+        if CLUSTER in scopes and target in self.cluster and key in self.cluster[target]:
+            return self._typed(option, self.cluster[target][key], f"{target}.{key}")
+        if TOP in scopes and key in self.top:
+            return self._typed(option, self.top[key], key)
+        return option.prop.default
 
-    def given(self, name: str, source: Optional[str] = None, target: Optional[str] = None) -> bool:
-        """Whether the file sets ``name`` for this flow at any scope the spec reads it at."""
-        setting = spec.BY_NAME[name]
-        return ((FLOW in setting.scopes and name in self.flow.get((source, target), {}))
-                or (CLUSTER in setting.scopes and name in self.cluster.get(target, {}))
-                or (TOP in setting.scopes and name in self.top))
+    def field(self, key: str, source: Optional[str] = None, target: Optional[str] = None):
+        """What the setting becomes in its config field (``exactly.once.source.support = enabled``:
+        True; a replication factor of -1: None, the broker's)."""
+        value, convert = self.value(key, source, target), spec.BY_KEY[key].prop.value
+        return convert(value) if convert is not None else value
 
-    def _typed(self, setting: spec.Setting, raw: str, shown: str):
-        text = raw.strip()
-        if setting.type == "boolean":
+    def fields(self, kind: str, source: Optional[str] = None, target: Optional[str] = None):
+        """Field name -> value, for every setting of the file that feeds a field of ``kind``."""
+        return {o.attr: self.field(o.prop.key, source, target) for o in spec.fields(kind) if o.prop is not None}
+
+    def given(self, key: str, source: Optional[str] = None, target: Optional[str] = None) -> bool:
+        """Whether the file sets ``key`` for this flow at any scope the spec reads it at."""
+        scopes = spec.BY_KEY[key].prop.scopes
+        return ((FLOW in scopes and key in self.flow.get((source, target), {}))
+                or (CLUSTER in scopes and key in self.cluster.get(target, {}))
+                or (TOP in scopes and key in self.top))
+
+    def _typed(self, option: spec.Option, raw: str, shown: str):
+        prop, text = option.prop, raw.strip()
+        kind, choices = prop.type or option.type, prop.choices or option.choices
+        if kind == BOOLEAN:
             if text.lower() not in ("true", "false"):
                 raise ConfigError(f"{self.path}: {shown} = '{raw}' is not true or false")
-            return text.lower() == "true"
-        if setting.type == "int":
+            value = text.lower() == "true"
+        elif kind == INT:
             try:
-                return int(text)
+                value = int(text)
             except ValueError:
                 raise ConfigError(f"{self.path}: {shown} = '{raw}' is not a whole number") from None
-        if setting.choices and text.lower() not in setting.choices:
-            raise ConfigError(f"{self.path}: {shown} = '{raw}' is not one of {', '.join(setting.choices)}")
-        return text.lower() if setting.choices else text
+        elif choices:
+            value = text.lower()
+            if value not in choices:
+                raise ConfigError(f"{self.path}: {shown} = '{raw}' is not one of {', '.join(choices)}")
+        else:
+            value = text
+        problem = option.problem(prop.value(value) if prop.value is not None else value)
+        if problem:
+            raise ConfigError(f"{self.path}: {shown} = {problem}")
+        return value
 
     def enabled_pairs(self) -> List[Tuple[str, str]]:
         return [(s, t) for s in self.clusters for t in self.clusters
@@ -128,7 +147,7 @@ def parse(props: Dict[str, str], path: str = "mm2.properties") -> Mm2File:
 
 def _scope_of(key: str, aliases: List[str], path: str):
     """(scope, alias or (source, target), the key without its prefix)."""
-    if key in spec.BY_NAME and TOP in spec.BY_NAME[key].scopes:
+    if key in spec.BY_KEY and TOP in spec.BY_KEY[key].prop.scopes:
         return TOP, None, key
     if "->" in key:
         for source in aliases:
@@ -159,11 +178,11 @@ class _Notes:
         self._connect: List[str] = []
 
     def check(self, scope: str, key: str, name: str) -> None:
-        setting = spec.BY_NAME.get(name)
-        if setting is not None:
-            if scope not in setting.scopes:
+        option = spec.BY_KEY.get(name)
+        if option is not None:
+            if scope not in option.prop.scopes:
                 where = {TOP: "at the top level", CLUSTER: "per cluster (<alias>.)", FLOW: "per flow (<a>-><b>.)"}
-                allowed = " or ".join(where[s] for s in setting.scopes)
+                allowed = " or ".join(where[s] for s in option.prop.scopes)
                 self._warnings.append(f"{key}: MirrorMaker 2 reads {name} only {allowed}: ignored here")
             return
         if name in spec.UNSUPPORTED:

@@ -1,7 +1,7 @@
 """Offset translation for users failing a consumer group over to the target cluster: the latest
 checkpoint per partition of a group, read from ``<source alias>.checkpoints.internal`` on the
-target, as MirrorMaker 2's ``RemoteClusterUtils.translateOffsets`` reads it. Also the
-``kafka-mirror-maker translate-offsets`` command."""
+target, as MirrorMaker 2's ``RemoteClusterUtils.translateOffsets`` reads it (the
+``kafka-mirror-maker translate-offsets`` command is ``cli.translate_offsets``)."""
 
 from __future__ import annotations
 
@@ -49,39 +49,4 @@ def translate_offsets(client_conf: Dict[str, str], group: str, source_alias: str
         return offsets
     finally:
         consumer.close()
-
-
-def main(argv) -> int:
-    """``kafka-mirror-maker translate-offsets --config target.properties --group G
-    --source.cluster.alias A [--replication.policy.separator S]``: one line per partition."""
-    import argparse
-
-    from ..config.client_conf import build_consumer_conf
-    from ..config.properties import load_properties
-    from ..errors import ClientFailed, ConfigError
-
-    parser = argparse.ArgumentParser(prog="kafka-mirror-maker translate-offsets",
-                                     description="Where a consumer group resumes on the target cluster, from "
-                                                 "the mirror's checkpoints (MirrorMaker 2's format).")
-    parser.add_argument("--config", required=True, help="a Java properties file for a client of the target")
-    parser.add_argument("--group", required=True)
-    parser.add_argument("--source.cluster.alias", dest="alias", required=True)
-    parser.add_argument("--replication.policy.separator", dest="separator", default=".")
-    parser.add_argument("--timeout.ms", dest="timeout_ms", type=int, default=30000)
-    args = parser.parse_args(argv)
-    props = load_properties(args.config, "--config")
-    props.setdefault("group.id", f"mirror-translate-{args.group}")
-    conf, _engine = build_consumer_conf(props, f"--config {args.config}")
-    try:
-        offsets = translate_offsets(conf, args.group, args.alias, args.separator, args.timeout_ms / 1000.0)
-    except (LookupError, TimeoutError) as exc:
-        raise ConfigError(str(exc)) from None
-    except confluent_kafka.KafkaException as exc:
-        raise ClientFailed(f"cannot read the checkpoints on the target: {exc.args[0].str()}") from None
-    if not offsets:
-        raise ConfigError(f"no checkpoints for group {args.group} from {args.alias}")
-    for tp, offset in sorted(offsets.items()):
-        print(f"{tp.topic} {tp.partition} {offset}")
-    return 0
-
 

@@ -18,7 +18,11 @@ import re
 from dataclasses import dataclass, field
 from typing import Dict, Iterable, List, Mapping, Optional, Tuple
 
+from ..config import spec
 from ..errors import ConfigError
+
+#: The ``--spark.*`` options' defaults, from the spec.
+_DEFAULTS = spec.defaults("spark")
 
 FORCED: Dict[str, Tuple[str, str]] = {
     "spark.speculation": ("false", "a speculative copy of a stream would consume the same partitions"),
@@ -53,10 +57,10 @@ _LOCAL = re.compile(r"^local(\[(\*|\d+)(,\s*\d+)?\])?$")
 class SparkOptions:
     """The ``--spark.*`` options as given."""
 
-    master: Optional[str] = None
-    conf: Tuple[str, ...] = ()
+    master: Optional[str] = _DEFAULTS["master"]
+    conf: Tuple[str, ...] = _DEFAULTS["conf"]
     py_files: Tuple[str, ...] = ()
-    max_restarts: int = 3
+    max_restarts: int = _DEFAULTS["max_restarts"]
 
 
 @dataclass(frozen=True)

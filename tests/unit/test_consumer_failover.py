@@ -78,7 +78,7 @@ def test_translation_is_mirror_maker_2s():
       "tests.unit.sample_plugins.RenamingRawHandler"], "needs raw mode's own handler"),
     (["--emit.offset-syncs.enabled", "true", "--exactly.once", "--message.handler",
       "mirror_maker.handlers.PartitionPreservingHandler"], "transaction markers take target offsets"),
-    (["--emit.offset-syncs.enabled", "true", "--offset-syncs.topic.location", "moon"], "is not source or target"),
+    (["--emit.offset-syncs.enabled", "true", "--offset-syncs.topic.location", "moon"], "'moon' is not one of source, target"),
     (["--emit.offset-syncs.enabled", "true", "--emit.checkpoints.enabled", "true", "--groups", "("],
      "--groups"),
 ])

@@ -12,9 +12,8 @@ from dataclasses import fields
 import pytest
 
 from mirror_maker.cli.dedicated import invoke
-from mirror_maker.config.mirror_config import MirrorMakerConfig
 from mirror_maker.config.replication import ReplicationOptions
-from mirror_maker.dedicated import spec
+from mirror_maker.config import spec
 from mirror_maker.dedicated.flows import RunSettings, plan_flows
 from mirror_maker.dedicated.mm2_file import parse
 from mirror_maker.errors import ConfigError, HandlerFailed, ClientFailed, SendFailed
@@ -118,7 +117,10 @@ def test_our_consumer_groups_are_never_checkpointed_and_two_flows_may_not_share_
     ({"A->B.enabled": "yes"}, "A->B.enabled = 'yes' is not true or false"),
     ({"A->B.enabled": "true", "tasks.max": "two"}, "tasks.max = 'two' is not a whole number"),
     ({"A->B.enabled": "true", "offset-syncs.topic.location": "moon"}, "is not one of source, target"),
-    ({"A->B.enabled": "true", "A->B.topics": "("}, "A->B topics"),
+    ({"A->B.enabled": "true", "A->B.topics": "("}, "A->B.topics = ( is an invalid regex list"),
+    ({"A->B.enabled": "true", "tasks.max": "0"}, "tasks.max = 0 is not a positive number of threads"),
+    ({"A->B.enabled": "true", "A->B.replication.factor": "0"}, "A->B.replication.factor = 0 is not a positive"),
+    ({"metrics.port": "70000"}, "metrics.port = 70000 is not a port"),
     ({"A->B.enabled": "true", "replication.policy.class": "no.such.Policy"}, "A->B replication.policy.class"),
     ({"A->B.enabled": "true", "B.exactly.once.source.support": "enabled"},
      "set A->B.emit.offset-syncs.enabled = false"),
@@ -158,16 +160,20 @@ def test_the_identity_policy_warns_once_per_flow(caplog):
     assert sum("cannot detect cycles: a flow A->B" in r.getMessage() for r in caplog.records) == 1
 
 
-def test_every_setting_of_the_spec_feeds_a_field_that_exists():
-    targets = {"replication": {f.name for f in fields(ReplicationOptions)},
-               "mirror": {f.name for f in fields(MirrorMakerConfig)},
-               "run": {f.name for f in fields(RunSettings)}, "flow": {"topics", "topics_exclude", "exactly_once"}}
-    for setting in spec.SETTINGS:
-        assert set(setting.scopes) <= {spec.TOP, spec.CLUSTER, spec.FLOW}, setting.name
-        if setting.field:
-            kind, _, name = setting.field.partition(".")
-            assert name in targets[kind], setting.field
-    assert not set(spec.UNSUPPORTED) & set(spec.BY_NAME)
+def test_every_setting_of_the_file_is_read_at_scopes_that_exist_and_none_is_also_unsupported():
+    for option in spec.OPTIONS:
+        if option.prop is not None:
+            assert option.prop.scopes and set(option.prop.scopes) <= {spec.TOP, spec.CLUSTER, spec.FLOW}, option.name
+    assert not set(spec.UNSUPPORTED) & set(spec.BY_KEY)
+    assert {f.name for f in fields(RunSettings)} == {"metrics_port", "metrics_bind", "status_interval_ms",
+                                                      "shutdown_timeout_ms"}
+
+
+def test_a_replication_factor_of_minus_one_is_the_broker_s_default():
+    options = flows(**{"A->B.enabled": "true", "replication.factor": "-1",
+                       "A->B.checkpoints.topic.replication.factor": "-1"})["A->B"].config.replication
+    assert options.replication_factor is None and options.checkpoints_replication_factor is None
+    assert options.offset_syncs_replication_factor == 3
 
 
 def test_the_command_line(tmp_path, capsys):

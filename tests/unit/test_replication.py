@@ -11,7 +11,8 @@ from confluent_kafka.admin import (AclBinding, AclOperation, AclPermissionType, 
                                    ResourcePatternType, ResourceType)
 
 from mirror_maker.cli.command import invoke
-from mirror_maker.config.replication import DEFAULT_CONFIG_EXCLUDE, ReplicationOptions, compile_list
+from mirror_maker.config.replication import ReplicationOptions, compile_list
+from mirror_maker.config.spec import DEFAULT_CONFIG_EXCLUDE
 from mirror_maker.errors import PluginLoadError
 from mirror_maker.replication.acls import target_bindings
 from mirror_maker.replication.policies import (DefaultReplicationPolicy, IdentityReplicationPolicy, TopicRules,
@@ -115,27 +116,20 @@ def test_a_bad_policy_or_option_is_one_line_and_exit_1(tmp_path, capsys):
         assert message in err and "Traceback" not in err, err
 
 
-def mm2_params(**given):
-    from mirror_maker.cli import options
-
-    params = {name: None for _decls, name, *_rest in options.MM2_OPTIONS}
-    params.update(given)
-    return params
-
-
 def test_an_option_without_its_switch_is_one_warn_and_checkpoints_imply_offset_syncs(caplog):
     """A MirrorMaker 2 user expects the switches on (MirrorMaker 2's defaults): an interval given
     without its switch is a WARN, not a refusal, and checkpoints turn offset syncs on."""
     from mirror_maker.cli.command import _replication_options
 
-    options = _replication_options(mm2_params(refresh_topics_interval_s=5))
+    options = _replication_options({"refresh.topics.interval.seconds": 5}, {"refresh_topics_interval_s": 5})
     assert not options.refresh_topics and options.refresh_topics_interval_s == 5
     assert "--refresh.topics.interval.seconds is only used with --refresh.topics.enabled true: ignored" \
         in caplog.text
-    options = _replication_options(mm2_params(sync_group_offsets=True))
+    options = _replication_options({"sync.group.offsets.enabled": True}, {"sync_group_offsets": True})
     assert options.sync_group_offsets and options.emit_checkpoints and options.emit_offset_syncs
     with pytest.raises(Exception, match="needs --emit.offset-syncs.enabled true, which is given as false"):
-        _replication_options(mm2_params(emit_checkpoints=True, emit_offset_syncs=False))
+        _replication_options({"emit.checkpoints.enabled": True, "emit.offset-syncs.enabled": False},
+                             {"emit_checkpoints": True, "emit_offset_syncs": False})
 
 
 def test_the_identity_policy_warns_that_it_cannot_detect_cycles():
