@@ -40,7 +40,6 @@ log = logging.getLogger("mirror_maker.shallow")
 
 MAX_IN_FLIGHT = 5
 CONNECTIONS_PER_BROKER = 2
-WAIT_LOG_EVERY_S = 10.0
 _SEQUENCE_WRAP = 2 ** 31
 INIT_TIMEOUT_S = 60.0
 #: Produce errors after which the same batch may go again (Kafka's retriable ones).
@@ -390,7 +389,7 @@ class RawProducer:
             keys = self._logs if partitions is None else partitions
             return any(self._logs.get(key) and self._logs[key].entries for key in keys)
 
-        last_log = time.monotonic()
+        wait_log = waiting.WaitLog()
         while unacknowledged():
             if self._state.failed:
                 return False
@@ -400,8 +399,7 @@ class RawProducer:
                 log.warning("%d batches not acknowledged by the target before the deadline; their offsets "
                             "are not committed", self.pending())
                 return False
-            if time.monotonic() - last_log >= WAIT_LOG_EVERY_S:
-                last_log = time.monotonic()
+            if wait_log.due():
                 log.warning("waiting for the target to acknowledge %d batches; offsets are committed only "
                             "after it does", self.pending())
             self.pump()
