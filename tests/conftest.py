@@ -13,9 +13,10 @@ def _mirror_maker_logging(caplog):
 _REPORTS = []
 
 
-@pytest.fixture
+@pytest.fixture(scope="session")
 def report():
-    """Lines for the end-of-run summary (e.g. duplicate counts of the reliability tests)."""
+    """Lines for the end-of-run summary (e.g. duplicate counts of the reliability tests); session
+    scoped, so that a fixture that runs a scenario for several tests can report too."""
     return _REPORTS.append
 
 

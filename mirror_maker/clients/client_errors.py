@@ -109,7 +109,6 @@ class ClientErrors:
         if code in AUTHENTICATION_CODES or code in AUTHORIZATION_CODES or tls_auth or err.fatal():
             self._state.fail(self.fatal(err))
             return
-        level = logging.ERROR if code in UNREACHABLE_CODES else logging.WARNING
         now = time.monotonic()
         with self._lock:
             if code in ALL_DOWN_CODES and self._unreachable_since is None:
@@ -117,9 +116,14 @@ class ClientErrors:
             if now - self._last_logged.get(code, -REPEAT_EVERY_S) < REPEAT_EVERY_S:
                 return
             self._last_logged[code] = now
-        prefix = "Cannot reach" if code in UNREACHABLE_CODES else "Client error from"
-        log.log(level, "%s the %s cluster at %s: %s (retrying)", prefix, self.side, self.bootstrap,
-                err.str())
+        if code in ALL_DOWN_CODES:
+            log.error("Cannot reach the %s cluster at %s: %s (retrying)", self.side, self.bootstrap, err.str())
+        elif code in UNREACHABLE_CODES:  # one broker (a restart, a leader move): the others serve meanwhile
+            log.warning("A broker of the %s cluster at %s is unreachable: %s (retrying)", self.side,
+                        self.bootstrap, err.str())
+        else:
+            log.warning("Client error from the %s cluster at %s: %s (retrying)", self.side, self.bootstrap,
+                        err.str())
 
 
     def unreachable_for(self) -> Optional[float]:

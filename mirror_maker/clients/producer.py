@@ -222,6 +222,11 @@ class MirrorProducer:
                 self._acknowledged = reading
             return self._acknowledged
 
+    def delivered(self) -> int:
+        """Records the target acknowledged, committed or not (exactly-once counts only committed
+        ones as acknowledged; the stall watch needs to see deliveries between two commits)."""
+        return MirrorProducer.acknowledged(self)
+
     def _wait_for_room(self, topic, value, key, partition, timestamp, headers,
                        src_topic, src_partition, src_offset, on_delivery=None):
         """A full queue is back-pressure: wait for deliveries to free room, then produce."""

@@ -153,6 +153,9 @@ class TransactionalSink:
     def acknowledged(self) -> int:
         return self.producer.acknowledged()
 
+    def delivered(self) -> int:
+        return self.producer.delivered()
+
     def waiting(self) -> int:
         return len(self.producer)
 

@@ -58,7 +58,11 @@ class GroupMembership:
                                          on_lost=self._on_lost)
                 self._stream.log.info("Subscribed to %d topics", len(topics))
             else:
+                # The loop makes no consume call while nothing matches: the revoke is served
+                # here, or the partitions would keep their pending offsets until the topics
+                # come back, and be committed to them.
                 self._consumer.unsubscribe()
+                self._serve_revoke()
         return self._subscribed
 
     @property
@@ -115,17 +119,26 @@ class GroupMembership:
         partitions (KIP-345)."""
         if not self._subscribed or self._static:
             return
+        try:
+            self._consumer.unsubscribe()
+        except Exception as exc:  # the consumer failed or was fenced: close() still leaves
+            self._stream.log.debug("unsubscribe before close: %s", exc, exc_info=True)
+            return
+        self._serve_revoke()
+
+    def _serve_revoke(self) -> None:
+        """After an unsubscribe: serve the revoke in consume() calls, bounded (the records they
+        return are dropped: read again by the partitions' next owner)."""
         consumer, stream = self._consumer, self._stream
         deadline = stream.within_stop(CLOSE_REVOKE_S)
         try:
-            consumer.unsubscribe()
             consumer.consume(self._batch_size, 0)  # serves what is queued: the revoke, or an assignment first
             while stream.assigned and time.monotonic() < deadline:
                 consumer.consume(1, min(CLOSE_REVOKE_STEP_S, max(0.0, deadline - time.monotonic())))
-        except Exception as exc:  # the consumer failed or was fenced: close() still leaves
-            stream.log.debug("unsubscribe before close: %s", exc, exc_info=True)
+        except Exception as exc:  # the consumer failed or was fenced
+            stream.log.debug("serving the revoke after unsubscribe: %s", exc, exc_info=True)
         if stream.assigned:
-            stream.log.debug("%s still assigned at close", describe(stream.assigned))
+            stream.log.debug("%s still assigned after unsubscribe", describe(stream.assigned))
 
 
 class ShardMembership:

@@ -79,6 +79,9 @@ class SharedSink:
     def acknowledged(self) -> int:
         return 0
 
+    def delivered(self) -> int:
+        return 0
+
     def waiting(self) -> int:
         return 0
 
@@ -163,7 +166,7 @@ class RawMode:
         try:
             isolation = 1 if _read_committed(shared) else 0
             fetcher = RawFetcher(source_cluster, state, isolation,
-                                 int(config.consumer.get("fetch.max.bytes", FETCH_MAX_BYTES)))
+                                 int(config.consumer.get("fetch.max.bytes", FETCH_MAX_BYTES)), errors=shared.errors)
             raw = RawProducer(targets, net, state, config.abort_on_send_failure, shared.metrics,
                               shared.producer.errors)
             # The topics the group will assign from, and their target topics where they exist. A

@@ -17,8 +17,8 @@ Source: how the owned partitions are read and handed to the sink.
     ``keeps_partitions``: target partition = source partition (target topics must have them).
 
 Sink: where records go, and what a commit flushes.
-    ``flush(deadline) -> bool``, ``serve()``, ``acknowledged()``, ``waiting()`` (own producers
-    only), ``needs_commit()`` (a refusal must roll the transaction back now, or it is full),
+    ``flush(deadline) -> bool``, ``serve()``, ``acknowledged()``, ``delivered()`` (in an open
+    transaction too), ``waiting()`` (own producers only), ``needs_commit()`` (a refusal must roll the transaction back now, or it is full),
     ``rolled_back() -> refusals`` and ``track()`` (exactly-once after a refusal), ``tracking``,
     ``close(deadline)``.
 

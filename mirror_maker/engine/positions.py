@@ -78,6 +78,10 @@ class StartPositions:
         self._follows_new_partitions = follows_new_partitions
         self._deferrable = deferrable
 
+    def committed(self, tps: List[TopicPartition]) -> Dict[TopicPartition, int]:
+        """The offsets the store holds for these partitions (those it has one for)."""
+        return self._committed(tps)
+
     def resolve(self, tps: List[TopicPartition]) -> Tuple[Dict[TopicPartition, int], Set[TopicPartition]]:
         """Each partition's start, and those worth committing at once: a start at the end
         (``latest``), which a restart before the first commit would resolve again, past what

@@ -91,6 +91,11 @@ class RecordSource:
     def forget(self, tps) -> None:
         for tp in tps:
             self._still.pop(tp, None)
+        if self._paused and tps:
+            # librdkafka keeps a pause on the partition, not on its assignment: one paused here
+            # and given back later would never be fetched again (librdkafka #1849). Revoked, it
+            # is still assigned: resume it now.
+            self._consumer.resume([KafkaTopicPartition(tp.topic, tp.partition) for tp in tps])
 
     def rewind(self, positions: Dict[TopicPartition, int]) -> None:
         for tp, offset in positions.items():

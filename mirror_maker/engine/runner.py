@@ -126,6 +126,8 @@ class MirrorMaker:
         # Exactly-once and raw streams have producers of their own: they count too.
         self.metrics.acknowledged = lambda: (self.producer.acknowledged()
                                              + sum(thread.acknowledged() for thread in self.threads))
+        self.metrics.delivered = lambda: (self.producer.delivered()
+                                          + sum(thread.delivered() for thread in self.threads))
         self.metrics.queue_depth = lambda: len(self.producer) + sum(thread.waiting() for thread in self.threads)
         self._status = StatusReporter(self.snapshot, config.status_interval_ms / 1000.0,
                                       progress=config.exit_when_caught_up)

@@ -20,13 +20,13 @@ import threading
 import time
 from typing import Callable, Dict, List, Optional
 
-from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka import OFFSET_INVALID, KafkaError, KafkaException
 
 from ..clients import waiting
 from ..clients.client_errors import AUTHORIZATION_CODES
 from ..errors import ClientFailed, ListenerFailed, MirrorFailure
 from ..offsets.checkpoint import Checkpoint
-from ..offsets.transactional import TransactionAborted
+from ..offsets.transactional import ProducerUnusable, TransactionAborted
 from ..records import TopicPartition
 from ..replication.offset_syncs import SyncingCommitter
 
@@ -126,6 +126,10 @@ class Stream(threading.Thread):
         """Records this stream's own producers had acknowledged (the shared one counts its own)."""
         return self.parts.sink.acknowledged() if self.parts is not None else 0
 
+    def delivered(self) -> int:
+        """Records this stream's own producers had delivered, in a committed transaction or not."""
+        return self.parts.sink.delivered() if self.parts is not None else 0
+
     def waiting(self) -> int:
         """Records this stream's own producers hold for the target (the shared one counts its own)."""
         return self.parts.sink.waiting() if self.parts is not None else 0
@@ -205,6 +209,11 @@ class Stream(threading.Thread):
         and skipped."""
         self.log.warning("Transaction aborted (%s); back to the offsets committed on the target", aborted)
         refused = self.parts.sink.rolled_back(aborted)
+        if isinstance(aborted, ProducerUnusable) and not self._state.stopping and self.assigned:
+            # The last commit's outcome is the target's to say: one that was not confirmed (or
+            # whose next transaction could not begin) may have gone through, and the new
+            # producer's start has settled it.
+            self._checkpoint.committed.update(self.parts.starts.committed(sorted(self.assigned)))
         self.rewind()
         if refused:
             self.parts.sink.track()
@@ -230,7 +239,9 @@ class Stream(threading.Thread):
         for topic, partition, first, last, count, nbytes in runs:
             tp = TopicPartition(topic, partition)
             if tp in assigned:
-                if advance:
+                # Not back behind a reset the same batch reported after these records (librdkafka
+                # queues it behind the records of the fetch before): that offset is gone.
+                if advance and last.offset() + 1 > self.positions.get(tp, -1):
                     pending[tp] = self.positions[tp] = last.offset() + 1
                 if syncs is not None:
                     syncs.record(tp, first.offset(), last.offset(), count)
@@ -270,7 +281,10 @@ class Stream(threading.Thread):
         if position < 0:
             starts, _ = self.parts.starts.resolve([tp])
             if tp not in starts:
-                return  # still unknown: reported again at the next fetch
+                # Still unknown. librdkafka stopped fetching it (fetch state NONE) and reports it
+                # no more: assigned again at INVALID, it reads the committed offset and reports again.
+                self.parts.membership.restart({tp: OFFSET_INVALID})
+                return
             new = starts[tp]
         else:
             new = self.parts.starts.reset(tp, position)
@@ -305,13 +319,18 @@ class Stream(threading.Thread):
                 self.offset_syncs.assigned(tps)
             starts, at_the_end = self.parts.starts.resolve(tps)
             assign(starts)
-            self.positions.update(starts)
-            self._checkpoint.started(starts)
-            if at_the_end:  # durable at once: a restart must not resolve them again, past what arrived
-                self._checkpoint.pending.update({tp: starts[tp] for tp in at_the_end})
-                self._commit_now = True
+            self.started(starts, at_the_end)
             self.parts.source.assigned(starts, tps)
         self._call_listener("on_partitions_assigned", tps)
+
+    def started(self, starts: Dict[TopicPartition, int], at_the_end) -> None:
+        """Partitions start at these positions (resolved at their assignment, or later by a source
+        that could not read them then): where a rewind goes back to."""
+        self.positions.update(starts)
+        self._checkpoint.started(starts)
+        if at_the_end:  # durable at once: a restart must not resolve them again, past what arrived
+            self._checkpoint.pending.update({tp: starts[tp] for tp in at_the_end})
+            self._commit_now = True
 
     def partitions_revoked(self, tps: List[TopicPartition]) -> None:
         """Partitions taken away in an orderly way: flush and commit them first (bounded), so

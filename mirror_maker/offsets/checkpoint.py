@@ -60,11 +60,14 @@ class Checkpoint:
         return self._clock() - self._last_commit > self._interval_s
 
     def started(self, positions: Dict[TopicPartition, int]) -> None:
-        """Partitions taken over at these positions (committed, or resolved just now)."""
-        now = self._clock()
+        """Partitions taken over at these positions (committed, or resolved just now). When an
+        offset read from the store was committed is not known (days ago, maybe): each is
+        refreshed with the commit one interval later, so that its expiry is never closer than
+        ``refresh_s``."""
+        due = self._clock() - self._refresh_s + self._interval_s
         for tp, offset in positions.items():
             self.committed[tp] = offset
-            self._committed_at[tp] = now
+            self._committed_at[tp] = due
 
     def discard(self, partitions: Iterable[TopicPartition]) -> None:
         for tp in partitions:

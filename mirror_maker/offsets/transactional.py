@@ -28,7 +28,13 @@ from ..records import TopicPartition
 
 log = logging.getLogger("mirror_maker.checkpoint")
 
-TRANSACTION_TIMEOUT_S = 60.0
+#: How long a transactional call may take. Normally milliseconds, and seconds while a coordinator
+#: moves; librdkafka's send_offsets_to_transaction can wait past its timeout when the group
+#: coordinator goes away (https://github.com/confluentinc/librdkafka/issues/5456, /5511), so the
+#: stream gives up sooner and starts a new producer.
+TRANSACTION_TIMEOUT_S = 15.0
+#: A fence (init_transactions with another's id) waits this long for a coordinator that loads.
+FENCE_TIMEOUT_S = 60.0
 _CONSUMER_ONLY = ("acks", "enable.idempotence", "max.in.flight.requests.per.connection", "message.timeout.ms",
                   "partitioner", "queue.buffering.max.kbytes", "delivery.report.only.error", "compression.type",
                   "linger.ms", "batch.size", "batch.num.messages", "message.max.bytes", "transaction.timeout.ms",
@@ -161,9 +167,9 @@ class TransactionalCommitter:
             if request:
                 self._call("send_offsets_to_transaction", self._producer.send_offsets_to_transaction, timeout,
                            request, self._target.group_metadata(), timeout)
-            self._call("commit_transaction", self._producer.commit_transaction, timeout, timeout)
         except KafkaException as exc:
             self._failed(exc, "commit")
+        self._commit_transaction(time.monotonic() + timeout)
         self._sink.transaction_ended(committed=True)
         self.begin()
         if request:
@@ -173,6 +179,25 @@ class TransactionalCommitter:
             except KafkaException as exc:
                 log.debug("best-effort commit to the source group failed: %s", exc)
         return dict(offsets)
+
+    def _commit_transaction(self, until: float) -> None:
+        """commit_transaction, resumed after a retriable error until ``until``: librdkafka goes on
+        committing in the background after a timeout, refuses an abort meanwhile (_CONFLICT), and
+        the commit may still go through. One not confirmed in time leaves the producer unusable,
+        with the outcome for the target to say (the stream reads back the offsets it holds)."""
+        while True:
+            left = max(0.5, until - time.monotonic())
+            try:
+                self._call("commit_transaction", self._producer.commit_transaction, left, left)
+                return
+            except KafkaException as exc:
+                error = exc.args[0]
+                if error.fatal() or error.txn_requires_abort() or not error.retriable():
+                    self._failed(exc, "commit")
+                if time.monotonic() >= until:
+                    raise ProducerUnusable(f"the transaction's commit was not confirmed in time ({error.str()}): "
+                                           f"whether it committed is read back from the target") from None
+                time.sleep(COMMIT_RESUME_S)
 
     def begin(self) -> None:
         """Open the next transaction (a local step: a producer that cannot is replaced)."""
@@ -213,7 +238,7 @@ class TransactionalCommitter:
         try:
             return bounded(call, args, timeout_s + CALL_GRACE_S, name)
         except TransactionStuck as stuck:
-            raise ProducerUnusable(f"{stuck} (the target unreachable?)") from None
+            raise ProducerUnusable(str(stuck)) from None
 
     def _failed(self, exc: KafkaException, what: str) -> None:
         error = exc.args[0]
@@ -231,12 +256,26 @@ class TransactionalCommitter:
         thing that happened to the transactional.id, where a new owner would show its own state."""
         if error.code() not in _FENCED_CODES:
             return fenced_or_fatal(error, self._transactional_id)
-        state = self._states(self._transactional_id) if self._states is not None else None
+        state = self._state_of(self._transactional_id)
         if state in ("PrepareAbort", "CompleteAbort"):
             return ProducerUnusable(f"the target's transaction coordinator aborted the open transaction of "
                                     f"{self._transactional_id} and bumped its epoch ({error.str()}): it stayed "
                                     f"open longer than transaction.timeout.ms")
         return fenced_or_fatal(error, self._transactional_id)
+
+    def _state_of(self, transactional_id: str) -> Optional[str]:
+        """The coordinator's state of ``transactional_id``, asked again a few times while it
+        cannot answer (after an outage it loads its log first): a fence is concluded only when it
+        answered, or never did."""
+        if self._states is None:
+            return None
+        for attempt in range(DESCRIBE_ATTEMPTS):
+            if attempt:
+                time.sleep(DESCRIBE_RETRY_S)
+            state = self._states(transactional_id)
+            if state is not None:
+                return state
+        return None
 
     def fenced_or_fatal(self, exc: KafkaException) -> ClientFailed:
         return fenced_or_fatal(exc.args[0], self._transactional_id)
@@ -244,6 +283,12 @@ class TransactionalCommitter:
 
 #: A transactional call gets this long past its own timeout before it counts as stuck.
 CALL_GRACE_S = 2.0
+#: A commit_transaction that returned a retriable error is resumed after this.
+COMMIT_RESUME_S = 0.1
+#: How often the coordinator is asked whose fence it was, and how far apart, before a fence by
+#: another writer is concluded from no answer.
+DESCRIBE_ATTEMPTS = 3
+DESCRIBE_RETRY_S = 2.0
 
 
 def bounded(call, args, timeout_s: float, name: str):
@@ -292,7 +337,7 @@ def shard_number(group: str, writer: str) -> Optional[int]:
     return int(suffix) if suffix.isdigit() else None
 
 
-def fence(producer_conf: Dict[str, str], transactional_id: str, timeout_s: float = TRANSACTION_TIMEOUT_S) -> None:
+def fence(producer_conf: Dict[str, str], transactional_id: str, timeout_s: float = FENCE_TIMEOUT_S) -> None:
     """Fence a transactional.id this process does not run: init_transactions with it aborts its
     open transaction and bumps its epoch, so its holder (if alive) cannot commit again."""
     conf = {k: v for k, v in producer_conf.items() if k != "client.id"}

@@ -79,6 +79,10 @@ class LibrdkafkaFilter(logging.Filter):
         # reported there, as the one ERROR line naming what is wrong.
         if record.levelno >= logging.ERROR:
             record.levelno, record.levelname = logging.WARNING, "WARNING"
+        if message.startswith("FAIL "):
+            # One broker's connection failing (a restart, a move): the mirror says it once per
+            # cluster side (clients.client_errors), and each client's own line is detail.
+            record.levelno, record.levelname = logging.INFO, "INFO"
         if record.levelno < logging.INFO:
             return True  # librdkafka's debug contexts were asked for: every line, unfolded
         # Per client: the same line from two consumers is two events (e.g. each one's LeaveGroup).

@@ -97,6 +97,8 @@ class MirrorMetrics:
         self.rebalances = {"assigned": 0, "revoked": 0, "lost": 0}
         self.queue_depth: Callable[[], int] = lambda: 0
         self.acknowledged: Callable[[], int] = lambda: 0
+        #: Acknowledged by the target, committed or not (differs for exactly-once only).
+        self.delivered: Callable[[], int] = lambda: self.acknowledged()
         #: How long the mirror has been stalled (``ops.stall``): 0 while it makes progress.
         self.stalled_seconds: Callable[[], float] = lambda: 0.0
         self.assigned_partitions: Callable[[], int] = lambda: 0
@@ -199,6 +201,7 @@ class MirrorMetrics:
                 "records": sum(p.records for p in parts),
                 "bytes": sum(p.bytes for p in parts),
                 "acked": self.acknowledged(),
+                "delivered": self.delivered(),
                 "lag": sum(p.lag for p in parts if p.lag is not None),
                 "dropped": self.dropped,
                 "filtered": self.filtered_records,

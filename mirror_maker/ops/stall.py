@@ -1,8 +1,8 @@
 """Whether the mirror makes progress while records wait: a stream stuck behind a target that does
 not answer (or a call that does not return) must show as stalled, never as "lag 0".
 
-Progress is the target's acknowledgement of records (for exactly-once: committed transactions)
-or a commit; records wait when some are queued for the target, or the source holds records not
+Progress is the target's acknowledgement of records (for exactly-once: of records in the open
+transaction too, as commits come once per commit interval) or a commit; records wait when some are queued for the target, or the source holds records not
 yet mirrored (lag). No progress for ``threshold_s`` while records wait is a stall: the status
 line says so, ``mirrormaker_stalled_seconds`` counts its age and /ready answers 503.
 """
@@ -26,7 +26,7 @@ class ProgressWatch:
     def look(self, totals: dict) -> float:
         """Seconds stalled (0 when progressing or when nothing waits), from a status snapshot."""
         now = self._clock()
-        mark = (totals.get("acked", 0), totals.get("commits", 0))
+        mark = (totals.get("acked", 0), totals.get("delivered", 0), totals.get("commits", 0))
         waiting = totals.get("queued", 0) > 0 or totals.get("lag", 0) > 0
         if self._mark is None:
             self._mark = mark  # the first look: the start is the last progress

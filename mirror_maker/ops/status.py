@@ -35,7 +35,7 @@ def snapshot(metrics: MirrorMetrics, threads: List) -> dict:
     return totals
 
 
-SUMMED = ("records", "bytes", "acked", "lag", "dropped", "filtered", "assigned", "queued", "commits")
+SUMMED = ("records", "bytes", "acked", "delivered", "lag", "dropped", "filtered", "assigned", "queued", "commits")
 
 
 def combine(snapshots: List[dict]) -> dict:

@@ -32,7 +32,9 @@ _RETRY_LINES = ("Connection failed:", "Connection lost:", "Bootstrap connection 
                 "Bootstrap failed:",  # (ours never has a deadline: it fails only when closed by a stop)
                 # ... and a metadata request or a connection a close cut short (ERROR, as if a
                 # broker had failed): a moved leader or a missing topic is ours to say (``route``).
-                "Metadata refresh: failed", ": Abort (")
+                "Metadata refresh: failed", ": Abort (", "No node available for metadata refresh",
+                # ... and its event loop's own timing notes (a busy machine, not a fault)
+                "It is blocking the event loop")
 #: The last reason a bootstrap attempt of this thread failed (each stream's selector runs in it).
 _last_failure = threading.local()
 
@@ -48,7 +50,7 @@ def _not_a_retry(record: logging.LogRecord) -> bool:
     return logging.getLogger().isEnabledFor(logging.DEBUG)
 
 
-for _name in ("kafka.net.manager", "kafka.net.connection", "kafka.net.transport", "kafka.cluster"):
+for _name in ("kafka.net.manager", "kafka.net.connection", "kafka.net.transport", "kafka.cluster", "kafka.net.selector"):
     logging.getLogger(_name).addFilter(_not_a_retry)
 
 #: Fetch and Produce versions that still name topics (13 and later use topic ids).

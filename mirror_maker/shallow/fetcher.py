@@ -34,6 +34,7 @@ BUFFER_BATCHES = 1000
 CORRUPT_ATTEMPTS = 3
 _NOT_LEADER = frozenset({3, 5, 6, 74, 75, 100})  # unknown partition, leader moved or unknown epoch
 _OFFSET_OUT_OF_RANGE = 1
+_TOPIC_AUTHORIZATION_FAILED = 29
 
 
 @dataclass(frozen=True)
@@ -67,9 +68,11 @@ class Work:
 
 class RawFetcher:
     def __init__(self, cluster: Cluster, state, isolation_level: int, fetch_max_bytes: int = FETCH_MAX_BYTES,
-                 partition_max_bytes: int = PARTITION_MAX_BYTES, wait_ms: int = FETCH_WAIT_MS) -> None:
+                 partition_max_bytes: int = PARTITION_MAX_BYTES, wait_ms: int = FETCH_WAIT_MS, errors=None) -> None:
+        """``errors``: how the source's client errors are worded (a refused permission)."""
         self._cluster = cluster
         self._state = state
+        self._errors = errors
         self._isolation = isolation_level
         self._max_bytes = fetch_max_bytes
         self._partition_max = partition_max_bytes
@@ -236,6 +239,12 @@ class RawFetcher:
             self._cluster.refresh()
         elif code == _OFFSET_OUT_OF_RANGE:
             self.out_of_range[tp] = self.positions[tp]
+        elif code == _TOPIC_AUTHORIZATION_FAILED:  # as record mode's consumer: no retry can get past it
+            from confluent_kafka import KafkaError
+
+            self._state.fail(self._errors.not_authorized(KafkaError(code), topic=tp.topic) if self._errors is not None
+                             else ClientFailed(f"not authorized: the source cluster refused to let this mirror "
+                                               f"READ topic {tp.topic} (TOPIC_AUTHORIZATION_FAILED)"))
         else:
             log.warning("Fetching %s-%d failed with error %d; will try again", tp.topic, tp.partition, code)
 

@@ -128,6 +128,8 @@ class RawProducer:
         self._renew = False
         self.acked_records = 0
         self.queued_bytes = 0
+        #: Batches not acknowledged yet (``pending``, kept as a count: read at every hand-over).
+        self.queued_batches = 0
 
     # -- set-up ------------------------------------------------------------------------
 
@@ -174,6 +176,7 @@ class RawProducer:
             log_ = self._logs[(topic, partition)] = PartitionLog()
         log_.entries.append(Entry(batch, source))
         self.queued_bytes += batch.size
+        self.queued_batches += 1
 
     def busy(self, topic: str, partition: int) -> bool:
         log_ = self._logs.get((topic, partition))
@@ -313,6 +316,7 @@ class RawProducer:
             entry = log_.entries.popleft()
             self.acked_records += entry.batch.record_count
             self.queued_bytes -= entry.batch.size
+            self.queued_batches -= 1
             if entry.batch.max_timestamp > 0:  # exact, per batch: the target acknowledged it now
                 self._metrics.batch_acknowledged(entry.source, now_ms - entry.batch.max_timestamp)
 
@@ -336,6 +340,7 @@ class RawProducer:
         log_ = self._logs[key]
         log_.entries.remove(entry)
         self.queued_bytes -= entry.batch.size
+        self.queued_batches -= 1
         # The target did not append it: the batches behind it take its sequences.
         sequence = entry.sequence
         for later in log_.entries:
@@ -357,7 +362,7 @@ class RawProducer:
 
     def pending(self) -> int:
         """Batches not acknowledged yet."""
-        return sum(len(log_.entries) for log_ in self._logs.values())
+        return self.queued_batches
 
     def unacknowledged_records(self) -> int:
         """Records of the batches not acknowledged yet (read by the metrics' thread: a copy of
@@ -373,6 +378,7 @@ class RawProducer:
             gone = [entry for entry in log_.entries if entry.source == source]
             if gone:
                 self.queued_bytes -= sum(entry.batch.size for entry in gone)
+                self.queued_batches -= len(gone)
                 log_.entries = deque(entry for entry in log_.entries if entry.source != source)
                 self._renew = True
 

@@ -31,7 +31,7 @@ from confluent_kafka import TopicPartition as KafkaTopicPartition
 from ..clients.polling import poll
 from ..errors import HandlerFailed, MirrorFailure
 from ..records import RawBatch, TopicPartition
-from .fetcher import FETCH_WAIT_MS, RawFetcher, Work
+from .fetcher import BUFFER_BATCHES, FETCH_WAIT_MS, RawFetcher, Work
 
 #: How long the record path may wait for its range before trying again later.
 RECORD_PATH_TIMEOUT_S = 30.0
@@ -61,6 +61,9 @@ class RawSink:
         self._records.serve()
 
     def acknowledged(self) -> int:
+        return self.raw.acked_records
+
+    def delivered(self) -> int:
         return self.raw.acked_records
 
     def waiting(self) -> int:
@@ -142,9 +145,16 @@ class RawSource:
                 self._stream.consume_error(msg)  # a reset here is an old range's: the raw fetcher has its own
 
     def _hand_over(self) -> int:
+        """Hand what was fetched to the raw producer (or the record path), partition by partition,
+        while the producer holds fewer than BUFFER_BATCHES batches for the target: one fetch
+        answer can hold thousands of small batches, and what is not handed over waits in the
+        fetcher (which fetches a partition again only once its queue is empty)."""
         handed = 0
+        raw = self._raw
         for tp, queue in list(self._fetcher.work.items()):
             while queue and not self._state.failed:
+                if raw.queued_batches >= BUFFER_BATCHES:
+                    return handed
                 item = queue[0]
                 if item.records:
                     handed += self._record_path(tp, item)
@@ -223,6 +233,8 @@ class RawSource:
                 done, count, ahead = self._read_range(tp, item, routes, time.monotonic() + RECORD_PATH_TIMEOUT_S,
                                                       ahead)
                 handed += count
+                if done is None:
+                    return handed  # reset: the stream moved the raw fetcher on already
                 if not done or tp not in self._stream.assigned:
                     if tp in self._stream.assigned and not self._state.stopping and not self._state.failed:
                         self._fetcher.refetch(tp, item.first)  # not done: the range again later
@@ -292,11 +304,12 @@ class RawSource:
         return None
 
     def _read_range(self, tp: TopicPartition, item: Work, routes: List[Tuple[int, Optional[str]]],
-                    deadline: float, ahead: List) -> Tuple[bool, int, List]:
+                    deadline: float, ahead: List) -> Tuple[Optional[bool], int, List]:
         """Hand the range's records to the copier as the consumer returns them, ``ahead`` first,
-        each to its batch's target (``routes``): whether the range is done, the records handed
-        over, and the messages returned past the range. Records before ``item.first`` (a start
-        inside a batch) are counted, not mirrored."""
+        each to its batch's target (``routes``): whether the range is done (None: its records are
+        gone, and the stream reset the partition), the records handed over, and the messages
+        returned past the range. Records before ``item.first`` (a start inside a batch) are
+        counted, not mirrored."""
         consumer, state, stream = self._consumer, self._state, self._stream
         lasts = [last for last, _target in routes]
         targets = [target for _last, target in routes]
@@ -313,10 +326,11 @@ class RawSource:
             mine, past = [], []
             for index, msg in enumerate(messages):
                 if msg.error() is not None:
-                    if msg.error().code() == KafkaError._AUTO_OFFSET_RESET and msg.topic() == tp.topic \
-                            and msg.partition() == tp.partition:
-                        stream.out_of_range(tp, msg.offset())
-                        return False, handed, []
+                    if msg.error().code() == KafkaError._AUTO_OFFSET_RESET:
+                        if msg.topic() == tp.topic and msg.partition() == tp.partition:
+                            stream.out_of_range(tp, msg.offset())
+                            return None, handed, []
+                        continue  # another partition's is stale, as in _serve_group: the raw fetcher has its own
                     stream.consume_error(msg)
                     continue
                 if msg.partition() != tp.partition or msg.topic() != tp.topic or msg.offset() < item.read_from:
@@ -382,13 +396,13 @@ class RawSource:
         self._next_resolve = time.monotonic() + UNRESOLVED_RETRY_S
         tps = sorted(tp for tp in self._unresolved if tp in self._stream.assigned)
         self._unresolved.clear()
-        starts, _uncommitted = self._stream.parts.starts.resolve(tps)
+        starts, at_the_end = self._stream.parts.starts.resolve(tps)
         for tp in tps:
             if tp in starts:
                 self._fetcher.assign(tp, starts[tp])
-                self._stream.positions[tp] = starts[tp]
             else:
                 self._unresolved.add(tp)
+        self._stream.started(starts, at_the_end)
 
     def forget(self, tps: List[TopicPartition]) -> None:
         for tp in tps:

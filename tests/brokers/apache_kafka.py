@@ -1,9 +1,17 @@
-"""Real Apache Kafka for the tests and the benchmark: one KRaft node (broker and controller) per
-cluster, from Maven jars (``maven_jars``), on free loopback ports. Not a dependency of the tool.
+"""Real Apache Kafka for the tests and the benchmark: KRaft clusters of one node or more (each node
+broker and controller), from Maven jars (``maven_jars``), on free loopback ports. Not a dependency
+of the tool.
 
-A node is formatted afresh at every start (its own cluster id and data folder), counts as ready
-only when it answers a metadata request with that cluster id, logs to a folder, and dies with
-the process that started it (``PR_SET_PDEATHSIG``), so no JVM outlives a killed test run.
+A cluster is formatted afresh when it starts (its own cluster id, a data folder per node), counts as
+ready only when every node answers a metadata request with that cluster id and is registered, logs
+to a folder per node, and dies with the process that started it (``PR_SET_PDEATHSIG``), so no JVM
+outlives a killed test run.
+
+A cluster of several nodes (``nodes=3``) is what users run: a static quorum of every node,
+replication factor 3 for the internal topics and new topics, ``min.insync.replicas=2``. Its nodes
+can be stopped (a controlled shutdown, or SIGKILL) and started again on the same ports and data;
+``wait_in_sync`` waits until every partition's replicas are all in sync again, and the cluster
+names the node that leads most partitions of a topic or coordinates a group or a transactional id.
 
 Besides its plaintext listener a node can have:
 
@@ -13,8 +21,8 @@ Besides its plaintext listener a node can have:
   everyone else needs ACLs;
 * ``SSL`` with JKS key and trust stores (client certificates required; a client certificate's
   principal is ``User:CN=<name>``);
-* ``PROXIED``: a plaintext listener that advertises another port, where a test puts a TCP proxy
-  it can cut (an outage) and restore;
+* ``PROXIED`` (one-node clusters only): a plaintext listener that advertises another port, where a
+  test puts a TCP proxy it can cut (an outage) and restore;
 * ``OAUTH``: ``SASL_PLAINTEXT`` with OAUTHBEARER and Kafka's default unsecured token validator
   (``Security.oauthbearer``);
 * ``OIDC``: ``SASL_PLAINTEXT`` with OAUTHBEARER tokens checked against a JWKS endpoint by
@@ -30,6 +38,7 @@ import os
 import shutil
 import subprocess
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, List, Optional
@@ -47,11 +56,15 @@ KAFKA_4 = "4.4.0"
 KAFKA_3_9 = "3.9.2"
 MIRROR_MAKER_2 = "connect-mirror-4.3.1"
 
-#: The audience (``aud``) the OIDC listener expects in a token.
-OIDC_AUDIENCE = "kafka"
 READY_TIMEOUT_S = 60.0
 STOP_TIMEOUT_S = 15.0
+#: A node of a one-node cluster, and of a larger one: two 3-node clusters, mirrors and a producer
+#: share a 2-core machine.
 HEAP = "-Xmx512m"
+CLUSTER_NODE_HEAP = "-Xmx384m"
+TRANSACTIONS_TOPIC = "__transaction_state"
+#: The audience (``aud``) the OIDC listener expects in a token.
+OIDC_AUDIENCE = "kafka"
 _running: List["KafkaCluster"] = []
 
 
@@ -77,6 +90,32 @@ class Security:
     jwks_url: Optional[str] = None
 
 
+@dataclass
+class KafkaNode:
+    """One JVM of a cluster: its node id, folder, ports (kept across restarts) and process."""
+
+    node_id: int
+    work: Path
+    ports: Dict[str, int] = field(default_factory=dict)
+    process: Optional[subprocess.Popen] = None
+
+    def address(self, listener: str) -> str:
+        return f"127.0.0.1:{self.ports[listener]}"
+
+    @property
+    def log_path(self) -> Path:
+        return self.work / "server.log"
+
+    @property
+    def running(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    def kill(self) -> None:
+        if self.running:
+            self.process.kill()
+            self.process.wait()
+
+
 def _cluster_id() -> str:
     return base64.urlsafe_b64encode(os.urandom(16)).decode().rstrip("=")
 
@@ -88,26 +127,62 @@ def _jaas_plain(users: Dict[str, str]) -> str:
             f'username="{admin[0]}" password="{admin[1]}" {entries};')
 
 
+def java_string_hash(text: str) -> int:
+    """Java's ``String.hashCode``: 31-based over UTF-16 code units, as a signed 32-bit int."""
+    h = 0
+    units = text.encode("utf-16-be")
+    for i in range(0, len(units), 2):
+        h = (31 * h + int.from_bytes(units[i:i + 2], "big")) & 0xFFFFFFFF
+    return h - (1 << 32) if h & 0x80000000 else h
+
+
+def coordinator_partition(key: str, partitions: int) -> int:
+    """The partition of ``__consumer_offsets`` or ``__transaction_state`` whose leader coordinates a
+    group or a transactional id: ``Utils.abs(key.hashCode) % partitions`` (``Utils.abs`` maps
+    Integer.MIN_VALUE to 0)."""
+    h = java_string_hash(key)
+    return (0 if h == -(1 << 31) else abs(h)) % partitions
+
+
+def _probe_conf(bootstrap: str) -> Dict[str, object]:
+    """An AdminClient's settings for looking at nodes that may be down: their connection errors
+    go nowhere, and a node that comes back is tried again within a second (librdkafka's backoff
+    otherwise grows to 10 s)."""
+    quiet = logging.getLogger("tests.kafka.probe")
+    quiet.propagate = False
+    if not quiet.handlers:
+        quiet.addHandler(logging.NullHandler())
+    return {"bootstrap.servers": bootstrap, "logger": quiet, "reconnect.backoff.max.ms": 1000}
+
+
 class KafkaCluster:
-    """One KRaft node; ``bootstrap`` is its plaintext ``host:port``."""
+    """KRaft nodes 1..``nodes``; ``bootstrap`` is their plaintext ``host:port`` list."""
 
     def __init__(self, name: str, work_dir: os.PathLike, version: str = KAFKA_4,
                  security: Optional[Security] = None, proxied: bool = False,
-                 overrides: Optional[Dict[str, object]] = None) -> None:
+                 overrides: Optional[Dict[str, object]] = None, nodes: int = 1) -> None:
+        if proxied and nodes != 1:
+            raise ValueError("the PROXIED listener advertises one proxy port: one-node clusters only")
         self.name = name
         self.version = version
         self.work = Path(work_dir) / f"kafka-{name}"
         self.security = security
         self.proxied = proxied
         self.overrides = dict(overrides or {})
-        self.ports: Dict[str, int] = {}
+        self.nodes: Dict[int, KafkaNode] = {
+            node_id: KafkaNode(node_id, self.work / f"node-{node_id}") for node_id in range(1, nodes + 1)}
         self.cluster_id = ""
-        self.process: Optional[subprocess.Popen] = None
+        self._admin = None
 
     # -- addresses ---------------------------------------------------------------------
 
+    @property
+    def _first(self) -> KafkaNode:
+        return self.nodes[1]
+
     def address(self, listener: str) -> str:
-        return f"127.0.0.1:{self.ports[listener]}"
+        """The listener's address on every node, comma-separated (a bootstrap list)."""
+        return ",".join(node.address(listener) for node in self.nodes.values())
 
     @property
     def bootstrap(self) -> str:
@@ -132,13 +207,14 @@ class KafkaCluster:
     @property
     def proxy_port(self) -> int:
         """The port the PROXIED listener advertises: a test's TCP proxy listens there."""
-        return self.ports["PROXY"]
+        return self._first.ports["PROXY"]
 
     @property
     def log_path(self) -> Path:
-        return self.work / "server.log"
+        """The first node's log (each node's is ``nodes[id].log_path``)."""
+        return self._first.log_path
 
-    # -- lifecycle ---------------------------------------------------------------------
+    # -- lifecycle of the whole cluster -------------------------------------------------
 
     def start(self) -> "KafkaCluster":
         return start_together([self])[0]
@@ -147,22 +223,39 @@ class KafkaCluster:
         self._choose_ports()
         self._format()
 
+    def _spawn(self) -> None:
+        for node in self.nodes.values():
+            self._spawn_node(node)
+        if self not in _running:
+            _running.append(self)
+
     def _ready_or_killed(self) -> bool:
-        if self._wait_ready():
+        if self._wait_ready(list(self.nodes.values())):
             log.info("Apache Kafka %s (%s) ready at %s", self.version, self.name, self.bootstrap)
             return True
         self._kill()
-        log.warning("Apache Kafka %s did not start; see %s", self.name, self.log_path)
+        log.warning("Apache Kafka %s did not start; see %s", self.name, self.work)
         return False
 
     def stop(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.terminate()  # a controlled shutdown
+        """A controlled shutdown of a one-node cluster (killed if it takes too long); the nodes of
+        a larger one are killed: their data goes with them, and the last nodes' controlled
+        shutdowns would wait for a quorum that is leaving too."""
+        running = [node for node in self.nodes.values() if node.running]
+        for node in running:
+            if len(self.nodes) == 1:
+                node.process.terminate()
+            else:
+                node.kill()
+        deadline = time.monotonic() + STOP_TIMEOUT_S
+        for node in running:
             try:
-                self.process.wait(STOP_TIMEOUT_S)
+                node.process.wait(max(0.0, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
-                self._kill()
-        self.process = None
+                node.kill()
+        for node in self.nodes.values():
+            node.process = None
+        self._admin = None
         if self in _running:
             _running.remove(self)
 
@@ -171,8 +264,8 @@ class KafkaCluster:
         self.stop()
         self._format()
         self._spawn()
-        if not self._wait_ready():
-            raise RuntimeError(f"Apache Kafka {self.name} did not restart; see {self.log_path}")
+        if not self._wait_ready(list(self.nodes.values())):
+            raise RuntimeError(f"Apache Kafka {self.name} did not restart; see {self.work}")
         return self
 
     def __enter__(self) -> "KafkaCluster":
@@ -182,9 +275,114 @@ class KafkaCluster:
         self.stop()
 
     def _kill(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.kill()
-            self.process.wait()
+        for node in self.nodes.values():
+            node.kill()
+
+    # -- one node at a time (same ports, same data: a restart, not a new node) ---------
+
+    def stop_node(self, node_id: int, hard: bool = False) -> None:
+        """SIGTERM (a controlled shutdown: leaders move away first) or, ``hard``, SIGKILL."""
+        node = self.nodes[node_id]
+        if not node.running:
+            return
+        if hard:
+            node.kill()
+            return
+        node.process.terminate()
+        try:
+            node.process.wait(STOP_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            log.warning("Apache Kafka %s node %d did not stop within %.0f s: killed", self.name, node_id,
+                        STOP_TIMEOUT_S)
+            node.kill()
+
+    def start_node(self, node_id: int) -> None:
+        self.start_nodes(node_id)
+
+    def start_nodes(self, *node_ids: int) -> None:
+        """Start stopped nodes side by side (two are needed at once to win back a lost quorum) and
+        wait until each answers and is registered again."""
+        nodes = [self.nodes[node_id] for node_id in node_ids]
+        for node in nodes:
+            if not node.running:
+                self._spawn_node(node)
+        if not self._wait_ready(nodes):
+            raise RuntimeError(f"Apache Kafka {self.name} nodes {list(node_ids)} did not come back; see "
+                               + ", ".join(str(node.log_path) for node in nodes))
+
+    # -- what the cluster says about itself ---------------------------------------------
+
+    def admin(self):
+        """An AdminClient on every node (quiet while some are down)."""
+        if self._admin is None:
+            from confluent_kafka.admin import AdminClient
+
+            self._admin = AdminClient(_probe_conf(self.bootstrap))
+        return self._admin
+
+    def out_of_sync(self) -> List[str]:
+        """What keeps the cluster from being whole: nodes not registered, partitions without a
+        leader or whose in-sync replicas are not all of their replicas (internal topics too)."""
+        from confluent_kafka import KafkaException
+
+        try:
+            metadata = self.admin().list_topics(timeout=5)
+        except KafkaException as exc:
+            return [f"no metadata: {exc}"]
+        problems = [f"node {node_id} not registered" for node_id in self.nodes if node_id not in metadata.brokers]
+        for topic in metadata.topics.values():
+            if topic.error is not None:
+                problems.append(f"{topic.topic}: {topic.error}")
+                continue
+            for partition in topic.partitions.values():
+                if partition.leader < 0 or set(partition.isrs) != set(partition.replicas):
+                    problems.append(f"{topic.topic}-{partition.id} (leader {partition.leader}, "
+                                    f"in sync {sorted(partition.isrs)} of {sorted(partition.replicas)})")
+        return problems
+
+    def wait_in_sync(self, timeout_s: float = 60.0) -> None:
+        """Wait until every node is registered and every partition's replicas are all in sync."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            problems = self.out_of_sync()
+            if not problems:
+                return
+            if time.monotonic() >= deadline:
+                raise AssertionError(f"Apache Kafka {self.name} not in sync after {timeout_s:.0f} s: "
+                                     f"{', '.join(problems[:10])}")
+            time.sleep(0.25)
+
+    def leaders(self, topic: str) -> Dict[int, int]:
+        """Partition -> the node leading it (-1: none; nothing for a topic the cluster lacks)."""
+        metadata = self.admin().list_topics(timeout=10).topics.get(topic)
+        return {partition.id: partition.leader for partition in metadata.partitions.values()} if metadata else {}
+
+    def preferred_leaders(self, topic: str) -> Dict[int, int]:
+        """Partition -> its first assigned replica, where its leadership goes back to after the
+        node's restart (``auto.leader.rebalance.enable``)."""
+        metadata = self.admin().list_topics(timeout=10).topics[topic]
+        return {partition.id: partition.replicas[0] for partition in metadata.partitions.values()}
+
+    def leader_counts(self, *topics: str) -> Counter:
+        """Node -> how many partitions of ``topics`` it leads."""
+        return Counter(leader for topic in topics for leader in self.leaders(topic).values() if leader >= 0)
+
+    def busiest_leader(self, *topics: str) -> int:
+        """The node leading most partitions of ``topics`` (the lowest id among equals)."""
+        counts = self.leader_counts(*topics)
+        return max(sorted(self.nodes), key=lambda node_id: counts[node_id])
+
+    def group_coordinator(self, group: str) -> int:
+        """The node coordinating a consumer group, as the group's description gives it."""
+        description = self.admin().describe_consumer_groups([group], request_timeout=10)[group].result()
+        return description.coordinator.id
+
+    def transaction_coordinator(self, transactional_id: str) -> int:
+        """The node coordinating a transactional id: the leader of its ``__transaction_state``
+        partition (the transaction coordinator's own rule; the topic exists once a transactional
+        producer has asked for its coordinator)."""
+        leaders = self.leaders(TRANSACTIONS_TOPIC)
+        return leaders[coordinator_partition(transactional_id, len(leaders))]
 
     # -- configuration -------------------------------------------------------------------
 
@@ -197,30 +395,34 @@ class KafkaCluster:
             names += ["OAUTH"] * self.security.oauthbearer + ["OIDC"] * bool(self.security.jwks_url)
         if self.proxied:
             names += ["PROXIED", "PROXY"]
-        self.ports = {name: free_port() for name in names}
+        for node in self.nodes.values():
+            node.ports = {name: free_port() for name in names}
 
-    def server_properties(self) -> Dict[str, object]:
-        listeners = [n for n in self.ports if n != "PROXY"]
-        advertised = [f"{n}://{self.address(n)}" for n in listeners if n != "CONTROLLER"]
+    def server_properties(self, node: Optional[KafkaNode] = None) -> Dict[str, object]:
+        node = node or self._first
+        listeners = [n for n in node.ports if n != "PROXY"]
+        advertised = [f"{n}://{node.address(n)}" for n in listeners if n != "CONTROLLER"]
         if self.proxied:
             advertised = [a for a in advertised if not a.startswith("PROXIED:")]
-            advertised.append(f"PROXIED://127.0.0.1:{self.ports['PROXY']}")
+            advertised.append(f"PROXIED://127.0.0.1:{node.ports['PROXY']}")
         protocol = {"SSL": "SSL", "SASL_PLAINTEXT": "SASL_PLAINTEXT", "OAUTH": "SASL_PLAINTEXT",
                     "OIDC": "SASL_PLAINTEXT"}
+        voters = ",".join(f"{n.node_id}@{n.address('CONTROLLER')}" for n in self.nodes.values())
+        replicas, min_isr = min(3, len(self.nodes)), min(2, len(self.nodes))
         props: Dict[str, object] = {
             "process.roles": "broker,controller",
-            "node.id": 1,
-            "controller.quorum.voters": f"1@{self.address('CONTROLLER')}",
-            "listeners": ",".join(f"{n}://{self.address(n)}" for n in listeners),
+            "node.id": node.node_id,
+            "controller.quorum.voters": voters,
+            "listeners": ",".join(f"{n}://{node.address(n)}" for n in listeners),
             "advertised.listeners": ",".join(advertised),
             "controller.listener.names": "CONTROLLER",
             "inter.broker.listener.name": "PLAINTEXT",
             "listener.security.protocol.map": ",".join(f"{n}:{protocol.get(n, 'PLAINTEXT')}" for n in listeners),
-            "log.dirs": str(self.work / "data"),
-            "offsets.topic.replication.factor": 1,
+            "log.dirs": str(node.work / "data"),
+            "offsets.topic.replication.factor": replicas,
             "offsets.topic.num.partitions": 10,
-            "transaction.state.log.replication.factor": 1,
-            "transaction.state.log.min.isr": 1,
+            "transaction.state.log.replication.factor": replicas,
+            "transaction.state.log.min.isr": min_isr,
             "transaction.state.log.num.partitions": 10,
             "group.initial.rebalance.delay.ms": 0,
             # The tests' consumers use a 2 s session so that a killed member is noticed quickly.
@@ -236,13 +438,34 @@ class KafkaCluster:
             "log.cleaner.dedupe.buffer.size": 2097152,
             "num.partitions": 1,
         }
+        if len(self.nodes) > 1:
+            props.update(self._replication_properties(replicas, min_isr))
         if not self.version.startswith("3."):
-            props["share.coordinator.state.topic.replication.factor"] = 1
-            props["share.coordinator.state.topic.min.isr"] = 1
+            props["share.coordinator.state.topic.replication.factor"] = replicas
+            props["share.coordinator.state.topic.min.isr"] = min_isr
         if self.security is not None:
             props.update(self._security_properties())
         props.update(self.overrides)
         return props
+
+    @staticmethod
+    def _replication_properties(replicas: int, min_isr: int) -> Dict[str, object]:
+        return {
+            "default.replication.factor": replicas,
+            "min.insync.replicas": min_isr,
+            "unclean.leader.election.enable": "false",
+            # A follower that stopped fetching leaves the in-sync replicas within seconds, not 30 s,
+            # and leaders go back to their preferred node soon after it returns, as in a cluster
+            # whose operators wait for that between the steps of a rolling restart.
+            "replica.lag.time.max.ms": 5000,
+            "leader.imbalance.check.interval.seconds": 10,
+            # A node that stopped heartbeating is fenced after 6 s, not 9 s: a SIGKILLed node's
+            # leaderships and coordinators move within a 10 s consumer session.
+            "broker.session.timeout.ms": 6000,
+            "broker.heartbeat.interval.ms": 1000,
+            # Six nodes on two cores: one network thread each.
+            "num.network.threads": 1,
+        }
 
     def _security_properties(self) -> Dict[str, object]:
         sec = self.security
@@ -256,6 +479,18 @@ class KafkaCluster:
         for mechanism in ("scram-sha-256", "scram-sha-512"):
             props[f"listener.name.sasl_plaintext.{mechanism}.sasl.jaas.config"] = \
                 "org.apache.kafka.common.security.scram.ScramLoginModule required;"
+        if sec.keystore is not None:
+            props.update({
+                "listener.name.ssl.ssl.keystore.type": "JKS",
+                "listener.name.ssl.ssl.keystore.location": str(sec.keystore),
+                "listener.name.ssl.ssl.keystore.password": sec.store_password,
+                "listener.name.ssl.ssl.key.password": sec.key_password,
+                "listener.name.ssl.ssl.truststore.type": "JKS",
+                "listener.name.ssl.ssl.truststore.location": str(sec.truststore),
+                "listener.name.ssl.ssl.truststore.password": sec.store_password,
+                "listener.name.ssl.ssl.client.auth": "required",
+                "listener.name.ssl.ssl.endpoint.identification.algorithm": "",
+            })
         login = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required;"
         for listener in ("oauth",) * sec.oauthbearer + ("oidc",) * bool(sec.jwks_url):
             props[f"listener.name.{listener}.sasl.enabled.mechanisms"] = "OAUTHBEARER"
@@ -269,100 +504,103 @@ class KafkaCluster:
             origin = urlsplit(sec.jwks_url)
             props["listener.name.oidc.oauthbearer.sasl.oauthbearer.expected.issuer"] = \
                 f"{origin.scheme}://{origin.netloc}"
-        if sec.keystore is not None:
-            props.update({
-                "listener.name.ssl.ssl.keystore.type": "JKS",
-                "listener.name.ssl.ssl.keystore.location": str(sec.keystore),
-                "listener.name.ssl.ssl.keystore.password": sec.store_password,
-                "listener.name.ssl.ssl.key.password": sec.key_password,
-                "listener.name.ssl.ssl.truststore.type": "JKS",
-                "listener.name.ssl.ssl.truststore.location": str(sec.truststore),
-                "listener.name.ssl.ssl.truststore.password": sec.store_password,
-                "listener.name.ssl.ssl.client.auth": "required",
-                "listener.name.ssl.ssl.endpoint.identification.algorithm": "",
-            })
         return props
 
-    def _write(self, name: str, lines: List[str]) -> Path:
-        path = self.work / name
+    @staticmethod
+    def _write(node: KafkaNode, name: str, lines: List[str]) -> Path:
+        path = node.work / name
         path.write_text("\n".join(lines) + "\n")
         return path
 
     def _format(self) -> None:
-        shutil.rmtree(self.work / "data", ignore_errors=True)
-        self.work.mkdir(parents=True, exist_ok=True)
+        """Every node's storage, with one cluster id (formatted side by side: a JVM each)."""
+        from concurrent.futures import ThreadPoolExecutor
+
         self.cluster_id = _cluster_id()
-        props = self._write("server.properties", [f"{k}={v}" for k, v in self.server_properties().items()])
+        with ThreadPoolExecutor(len(self.nodes)) as pool:
+            list(pool.map(self._format_node, self.nodes.values()))
+
+    def _format_node(self, node: KafkaNode) -> None:
+        shutil.rmtree(node.work / "data", ignore_errors=True)
+        node.work.mkdir(parents=True, exist_ok=True)
+        props = self._write(node, "server.properties",
+                            [f"{k}={v}" for k, v in self.server_properties(node).items()])
         command = [java(), "-Xmx256m", "-XX:TieredStopAtLevel=1", "-cp", classpath(pom_name(self.version)),
-                   *self._logging_flags(), "kafka.tools.StorageTool", "format", f"--cluster-id={self.cluster_id}",
-                   "-c", str(props), "--ignore-formatted"]
+                   *self._logging_flags(node), "kafka.tools.StorageTool", "format",
+                   f"--cluster-id={self.cluster_id}", "-c", str(props), "--ignore-formatted"]
         if self.security is not None:
             for name, password in self.security.users.items():
                 for mechanism in ("SCRAM-SHA-256", "SCRAM-SHA-512"):
                     command += ["--add-scram", f"{mechanism}=[name={name},password={password}]"]
         result = subprocess.run(command, capture_output=True, text=True, timeout=120)
         if result.returncode != 0:
-            raise RuntimeError(f"formatting Apache Kafka {self.name} failed:\n{result.stdout}{result.stderr}")
+            raise RuntimeError(f"formatting Apache Kafka {self.name} node {node.node_id} failed:\n"
+                               f"{result.stdout}{result.stderr}")
 
-    def _logging_flags(self) -> List[str]:
+    def _logging_flags(self, node: KafkaNode) -> List[str]:
         """File logging at INFO (no binding, no log at all): log4j2 on 4.x, reload4j on 3.9."""
         if self.version.startswith("3."):
-            config = self._write("log4j.properties", [
+            config = self._write(node, "log4j.properties", [
                 "log4j.rootLogger=INFO, file",
                 "log4j.appender.file=org.apache.log4j.FileAppender",
-                f"log4j.appender.file.File={self.log_path}",
+                f"log4j.appender.file.File={node.log_path}",
                 "log4j.appender.file.layout=org.apache.log4j.PatternLayout",
                 "log4j.appender.file.layout.ConversionPattern=[%d] %p %m (%c)%n",
             ])
-            return [f"-Dlog4j.configuration=file:{config}", f"-Dkafka.logs.dir={self.work}"]
-        config = self._write("log4j2.properties", [
+            return [f"-Dlog4j.configuration=file:{config}", f"-Dkafka.logs.dir={node.work}"]
+        config = self._write(node, "log4j2.properties", [
             "status = error",
             "appender.file.type = File",
             "appender.file.name = file",
-            f"appender.file.fileName = {self.log_path}",
+            f"appender.file.fileName = {node.log_path}",
             "appender.file.layout.type = PatternLayout",
             "appender.file.layout.pattern = [%d] %p %m (%c)%n",
             "rootLogger.level = INFO",
             "rootLogger.appenderRef.file.ref = file",
         ])
-        return [f"-Dlog4j2.configurationFile={config}", f"-Dkafka.logs.dir={self.work}"]
+        return [f"-Dlog4j2.configurationFile={config}", f"-Dkafka.logs.dir={node.work}"]
 
-    def _spawn(self) -> None:
+    def _spawn_node(self, node: KafkaNode) -> None:
+        heap = HEAP if len(self.nodes) == 1 else CLUSTER_NODE_HEAP
         # Kafka 4 fetches a JWKS only from URLs this system property allows.
         allowed = ([f"-Dorg.apache.kafka.sasl.oauthbearer.allowed.urls={self.security.jwks_url}"]
                    if self.security is not None and self.security.jwks_url else [])
-        command = [java(), HEAP, "-XX:+UseG1GC", "-XX:TieredStopAtLevel=1", "-Djava.awt.headless=true", *allowed,
-                   "-cp", classpath(pom_name(self.version)), *self._logging_flags(),
-                   "kafka.Kafka", str(self.work / "server.properties")]
-        with open(self.work / "stdout.log", "ab") as out:
-            self.process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=out,
+        command = [java(), heap, "-XX:+UseG1GC", "-XX:TieredStopAtLevel=1", "-Djava.awt.headless=true", *allowed,
+                   "-cp", classpath(pom_name(self.version)), *self._logging_flags(node),
+                   "kafka.Kafka", str(node.work / "server.properties")]
+        with open(node.work / "stdout.log", "ab") as out:
+            node.process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=out,
                                             stderr=subprocess.STDOUT, preexec_fn=die_with_parent(),
                                             start_new_session=True)
-        if self not in _running:
-            _running.append(self)
 
-    def _wait_ready(self) -> bool:
+    def _wait_ready(self, nodes: List[KafkaNode]) -> bool:
+        deadline = time.monotonic() + READY_TIMEOUT_S
+        return all(self._node_ready(node, deadline) for node in nodes)
+
+    def _node_ready(self, node: KafkaNode, deadline: float) -> bool:
+        """The node answers (a client that knows only its address gets a reply) with this cluster's
+        id, and the cluster lists it among its live brokers (registered, not fenced)."""
         from confluent_kafka.admin import AdminClient
 
-        quiet = logging.getLogger("tests.kafka.probe")
-        quiet.propagate = False
-        quiet.addHandler(logging.NullHandler())
-        admin = AdminClient({"bootstrap.servers": self.bootstrap, "logger": quiet})
-        deadline = time.monotonic() + READY_TIMEOUT_S
+        admin = AdminClient(_probe_conf(node.address("PLAINTEXT")))
         while time.monotonic() < deadline:
-            if self.process.poll() is not None:
+            if not node.running:
                 return False
             try:
-                cluster = admin.describe_cluster(request_timeout=2).result()
+                metadata = admin.list_topics(timeout=2)
             except Exception:
                 time.sleep(0.1)
                 continue
-            return cluster.cluster_id == self.cluster_id  # else: someone else's broker on our port
+            if metadata.cluster_id != self.cluster_id:
+                return False  # someone else's broker on our port
+            if node.node_id in metadata.brokers:
+                return True
+            time.sleep(0.1)
         return False
 
 
 def start_together(clusters: List[KafkaCluster], attempts: int = 3) -> List[KafkaCluster]:
-    """Start several nodes side by side (each start is mostly a JVM warming up).
+    """Start several clusters side by side (each start is mostly JVMs warming up).
 
     Formatting runs in threads; the nodes are spawned from the calling thread, because
     ``PR_SET_PDEATHSIG`` fires when the *thread* that forked a child ends.
@@ -378,7 +616,7 @@ def start_together(clusters: List[KafkaCluster], attempts: int = 3) -> List[Kafk
         waiting = [cluster for cluster in waiting if not cluster._ready_or_killed()]
         if not waiting:
             return clusters
-    names = ", ".join(f"{c.name} (see {c.log_path} and {c.work / 'stdout.log'})" for c in waiting)
+    names = ", ".join(f"{c.name} (see {c.work})" for c in waiting)
     raise RuntimeError(f"Apache Kafka did not start: {names}")
 
 
@@ -394,8 +632,8 @@ def restart_together(clusters: List[KafkaCluster]) -> List[KafkaCluster]:
     for cluster in clusters:
         cluster._spawn()  # from this thread: PR_SET_PDEATHSIG follows the thread that forks
     for cluster in clusters:
-        if not cluster._wait_ready():
-            raise RuntimeError(f"Apache Kafka {cluster.name} did not restart; see {cluster.log_path}")
+        if not cluster._wait_ready(list(cluster.nodes.values())):
+            raise RuntimeError(f"Apache Kafka {cluster.name} did not restart; see {cluster.work}")
     return clusters
 
 

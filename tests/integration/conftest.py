@@ -4,11 +4,13 @@
 default, Kafka 3.9, the embedded Tansu broker, or your own clusters. Tests get fresh topics and
 groups, never fresh clusters. The Kafka clusters also have a SASL_PLAINTEXT listener (PLAIN and
 SCRAM users, ACLs enforced), an SSL listener with JKS stores, and a listener for an outage proxy.
+Tests of broker failures get two 3-node clusters of their own (``three_node_clusters``).
 """
 
 from __future__ import annotations
 
 import os
+import time
 
 import pytest
 
@@ -74,6 +76,32 @@ def clusters(tmp_path_factory):
 
             start_together(brokers)  # two JVMs start faster side by side
         yield tuple(Cluster(b.name, b.bootstrap, b, tls=tls) for b in brokers)
+    finally:
+        for broker in brokers:
+            broker.stop()
+
+
+@pytest.fixture(scope="module")
+def three_node_clusters(tmp_path_factory, report):
+    """Two 3-node Apache Kafka clusters (source, target) for the tests that fail brokers: started
+    for the module that asks for them and stopped after it (six JVMs are too many to keep for the
+    rest of the run). Your own clusters as they are (tests that stop brokers skip there)."""
+    kind = broker_kind()
+    if kind == "byo":
+        yield Cluster("source", os.environ[SOURCE_ENV]), Cluster("target", os.environ[TARGET_ENV])
+        return
+    if kind == "tansu":
+        pytest.skip("Tansu runs one node: there is no broker to lose while others serve")
+    from ..brokers.apache_kafka import KAFKA_3_9, KAFKA_4, KafkaCluster, start_together
+
+    work = tmp_path_factory.mktemp("three-node-clusters")
+    version = KAFKA_4 if kind == "kafka" else KAFKA_3_9
+    brokers = [KafkaCluster(name, work, version, nodes=3) for name in ("source", "target")]
+    try:
+        started = time.monotonic()
+        start_together(brokers)
+        report(f"two 3-node Apache Kafka {version} clusters started in {time.monotonic() - started:.1f} s")
+        yield tuple(Cluster(b.name, b.bootstrap, b) for b in brokers)
     finally:
         for broker in brokers:
             broker.stop()

@@ -17,7 +17,7 @@ import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Dict, Iterable, List, NamedTuple, Optional
+from typing import Callable, Dict, Iterable, List, NamedTuple, Optional, Tuple
 
 import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
@@ -277,12 +277,23 @@ class Cluster:
         assert not missing, f"{len(missing)} values never reached {topic}, e.g. {sorted(missing)[:5]}"
         return rows
 
+    def end_offsets(self, topic: str) -> Dict[int, int]:
+        """Each partition's high watermark now (the offset the next record will get)."""
+        consumer = self.consumer()
+        try:
+            return {p: consumer.get_watermark_offsets(KafkaTopicPartition(topic, p), timeout=10)[1]
+                    for p in range(self.partitions(topic))}
+        finally:
+            consumer.close()
+
     def count(self, topic: str) -> int:
         """How many records ``topic`` holds now (reads them; ListOffsets is unreliable on Tansu)."""
         return len(self.read_all(topic, timeout_s=30))
 
-    def committed(self, group: str, topic: str) -> Dict[int, int]:
-        """The group's committed offsets (retried while the coordinator moves or loads).
+    def committed(self, group: str, topic: str, partitions: Optional[int] = None) -> Dict[int, int]:
+        """The group's committed offsets (retried while the coordinator moves or loads); give
+        ``partitions`` for a topic this cluster does not hold (exactly-once keeps the source
+        topic's offsets in a group on the target).
 
         Read as read_uncommitted: librdkafka then asks without require_stable, so offsets a
         transaction has sent but not committed are left out instead of waited for. A mirror
@@ -290,7 +301,7 @@ class Cluster:
         it or the transaction times out (60 s): a read_committed fetch timed out on them."""
         consumer = self.consumer(group=group, **{"isolation.level": "read_uncommitted"})
         try:
-            n = self.partitions(topic)
+            n = partitions or self.partitions(topic)
             for attempt in range(20):
                 try:
                     tps = consumer.committed([KafkaTopicPartition(topic, p) for p in range(n)], timeout=10)
@@ -377,29 +388,40 @@ class BackgroundProducer:
     """Writes "<prefix>-<n>" values at about ``rate`` per second (acks=all) until stopped.
 
     Like Kafka's VerifiableProducer in the MirrorMaker system test: ``acked`` holds every value
-    the source acknowledged, which is what must reach the target.
+    the source acknowledged, which is what must reach the target. With ``keys``, record n has key
+    ``k<n mod keys>`` and a ``seq`` header n, so that the order per key can be checked on the target
+    (``first_deliveries_out_of_order``); such a producer is idempotent, so that its retries never
+    reorder a key.
     """
 
-    def __init__(self, cluster: Cluster, topic: str, rate: int = 500, prefix: str = "v") -> None:
+    def __init__(self, cluster: Cluster, topic: str, rate: int = 500, prefix: str = "v", keys: int = 0) -> None:
         import threading
 
-        self._producer = cluster.producer(acks="all", **{"linger.ms": 0})
-        self._topic, self._rate, self._prefix = topic, rate, prefix
+        self._producer = cluster.producer(acks="all", **{"linger.ms": 0, "enable.idempotence": keys > 0})
+        self._topic, self._rate, self._prefix, self._keys = topic, rate, prefix, keys
         self.acked: List[bytes] = []
+        #: Each acked value's (partition, offset) on the source.
+        self.positions: Dict[bytes, Tuple[int, int]] = {}
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="background-producer", daemon=True)
 
     def _delivered(self, err, msg) -> None:
         if err is None:
             self.acked.append(msg.value())
+            self.positions[msg.value()] = (msg.partition(), msg.offset())
 
     def _run(self) -> None:
         n, started = 0, time.monotonic()
         while not self._stop.is_set():
             due = int((time.monotonic() - started) * self._rate)
             while n < due:
-                self._producer.produce(self._topic, f"{self._prefix}-{n}".encode(),
-                                       on_delivery=self._delivered)
+                keyed = {"key": f"k{n % self._keys}".encode(), "headers": [("seq", str(n).encode())]} \
+                    if self._keys else {}
+                try:
+                    self._producer.produce(self._topic, f"{self._prefix}-{n}".encode(),
+                                           on_delivery=self._delivered, **keyed)
+                except BufferError:  # the source is away long enough to fill the queue: wait
+                    break
                 n += 1
             self._producer.poll(0.01)
         self._producer.flush(30)
@@ -424,6 +446,34 @@ def assert_order_per_key(rows) -> None:
         by_key.setdefault(rec.key, []).append(int(seq))
     out_of_order = {key: seqs for key, seqs in by_key.items() if seqs != sorted(seqs)}
     assert not out_of_order, f"{len(out_of_order)} keys out of order, e.g. {list(out_of_order.items())[:1]}"
+
+
+def first_deliveries_out_of_order(rows) -> Dict[bytes, List[int]]:
+    """Keys whose records first reached the target out of their source order (the ``seq`` header),
+    read in target offset order, with those first deliveries' sequence numbers.
+
+    At-least-once mirroring may write a range again after a failure: a copy of a record already
+    there is a duplicate, not a reordering. What must never happen is a record arriving for the
+    first time before an earlier record of its key does."""
+    firsts: Dict[bytes, List[int]] = {}
+    seen = set()
+    for _partition, _offset, rec in sorted(rows, key=lambda row: (row[0], row[1])):
+        seq = int(dict(rec.headers)["seq"])
+        if (rec.key, seq) not in seen:
+            seen.add((rec.key, seq))
+            firsts.setdefault(rec.key, []).append(seq)
+    return {key: seqs for key, seqs in firsts.items() if seqs != sorted(seqs)}
+
+
+def hold(seconds: float, check: Callable[[], None], step_s: float = 1.0) -> None:
+    """Keep a condition a test made (an outage) for ``seconds``, calling ``check`` every step."""
+    deadline = time.monotonic() + seconds
+    while True:
+        check()
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return
+        time.sleep(min(step_s, left))
 
 
 def values(rows) -> List[bytes]:

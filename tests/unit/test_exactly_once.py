@@ -143,15 +143,35 @@ def test_the_source_commit_is_best_effort():
     assert committer.commit({T0: 7}) == {T0: 7}
 
 
-@pytest.mark.parametrize("error", [KafkaError(KafkaError._TIMED_OUT, txn_requires_abort=True),
-                                   KafkaError(KafkaError.COORDINATOR_NOT_AVAILABLE, retriable=True)])
-def test_a_commit_that_fails_aborts_the_transaction(error):
-    producer, sink = TxnProducer(fail={"commit": error}), Sink()
+def test_a_commit_that_fails_aborts_the_transaction():
+    producer, sink = TxnProducer(fail={"commit": KafkaError(KafkaError._TIMED_OUT, txn_requires_abort=True)}), Sink()
     committer = TransactionalCommitter(producer, Target(), Source(), "g.eos.0", sink)
     with pytest.raises(TransactionAborted):
         committer.commit({T0: 7})
     assert [c[0] for c in producer.calls] == ["send_offsets", "commit", "abort", "begin"]
     assert sink.ended == [False]
+
+
+def test_a_commit_not_confirmed_by_its_deadline_is_in_doubt_not_aborted(monkeypatch):
+    """A retriable error (a timeout) leaves librdkafka committing in the background: the commit is
+    resumed, and one still unconfirmed at the deadline may have gone through, so nothing aborts it;
+    the stream reads back what the target holds."""
+    import time
+
+    from mirror_maker.offsets import transactional
+    from mirror_maker.offsets.transactional import ProducerUnusable
+
+    class Unconfirmed(TxnProducer):
+        def commit_transaction(self, timeout):
+            self.calls.append(("commit",))
+            raise KafkaException(KafkaError(KafkaError._TIMED_OUT, "Transaction commit timed out", retriable=True))
+
+    monkeypatch.setattr(transactional, "COMMIT_RESUME_S", 0.01)
+    producer = Unconfirmed()
+    committer = TransactionalCommitter(producer, Target(), Source(), "g.eos.0", Sink())
+    with pytest.raises(ProducerUnusable, match="not confirmed in time"):
+        committer.commit({T0: 7}, deadline=time.monotonic() + 0.1)
+    assert ("abort",) not in producer.calls
 
 
 def test_a_fenced_producer_is_one_line_naming_its_transactional_id():
@@ -174,11 +194,15 @@ def test_a_refused_record_aborts_instead_of_committing():
 
 @pytest.mark.parametrize("state, unusable", [("CompleteAbort", True), ("PrepareAbort", True), ("Empty", False),
                                              ("Ongoing", False), (None, False)])
-def test_a_fence_is_the_coordinator_s_own_abort_only_if_it_shows_an_abort_as_the_last_thing(state, unusable):
+def test_a_fence_is_the_coordinator_s_own_abort_only_if_it_shows_an_abort_as_the_last_thing(state, unusable,
+                                                                                            monkeypatch):
     """The coordinator aborts a transaction open past transaction.timeout.ms (through a target
     outage) and bumps the epoch; librdkafka reports that as a fence too. Only a new owner of the
     transactional.id leaves it Empty or Ongoing: that one is a fence, and stops the run."""
+    from mirror_maker.offsets import transactional
     from mirror_maker.offsets.transactional import ProducerUnusable
+
+    monkeypatch.setattr(transactional, "DESCRIBE_RETRY_S", 0.0)
 
     fenced = KafkaError(KafkaError._FENCED, "Producer attempted an operation with an old epoch", fatal=True)
     committer = TransactionalCommitter(TxnProducer(), Target(), Source(), "g.eos.0", Sink(fatal=fenced),

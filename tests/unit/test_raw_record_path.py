@@ -23,7 +23,7 @@ from mirror_maker.handlers import RawBatchHandler
 from mirror_maker.ops.metrics import MirrorMetrics
 from mirror_maker.records import TopicPartition
 from mirror_maker.shallow import raw_source as shallow_worker
-from mirror_maker.shallow.fetcher import RawFetcher
+from mirror_maker.shallow.fetcher import BUFFER_BATCHES, RawFetcher
 from mirror_maker.shallow.raw_source import RawSink, RawSource
 
 from .stream_parts import Committer, Msg, Producer, Subscription, TargetTopics, config
@@ -68,7 +68,7 @@ class SourceConsumer:
 
 
 class RawProducer:
-    queued_bytes = 0
+    queued_bytes = queued_batches = 0
 
     def __init__(self):
         self.flushed_for, self.sent = [], []
@@ -175,6 +175,22 @@ def test_ranges_in_a_row_stream_without_waiting_for_acknowledgements_and_a_batch
     producer.flush_ok = True
     worker._hand_over()
     assert sent_raw == [(10, 11)] and worker._stream.checkpoint.pending[TP] == 12
+
+
+def test_batches_wait_in_the_fetcher_while_the_producer_holds_a_full_buffer_for_the_target():
+    # One fetch answer can hold thousands of small batches: the target gets them as it acknowledges.
+    worker, source, _producer = stream([0, 1, 2])
+    worker._fetcher.fetch(0)
+    source.answer(0, batch(0, 1) + batch(1, 1) + batch(2, 1), high=3)
+    sent_raw = []
+    worker._forward = lambda tp, item: sent_raw.append(item.first)
+    worker._raw.queued_batches = BUFFER_BATCHES
+    assert worker._hand_over() == 0 and sent_raw == [] and len(worker._fetcher.work[TP]) == 3
+    worker._raw.queued_batches = BUFFER_BATCHES - 1
+    worker._forward = lambda tp, item: (sent_raw.append(item.first), setattr(worker._raw, "queued_batches", BUFFER_BATCHES))
+    worker._hand_over()
+    assert sent_raw == [0] and len(worker._fetcher.work[TP]) == 2  # nothing fetched again meanwhile
+    assert len(source.fetches) == 1
 
 
 def test_a_range_whose_last_records_are_gone_ends_at_the_next_record_without_sending_it():

@@ -1,0 +1,465 @@
+"""Brokers failing one at a time on 3-node clusters, in every mode at once (issues 35 and 40).
+
+Three mirrors copy one source topic (6 partitions, replication factor 3) side by side, each with
+two streams, its own group and its own target topic (``rec.<topic>``, ``raw.<topic>`` and
+``eos.<topic>`` by MirrorMaker 2's default replication policy), while an
+idempotent acks=all producer writes keyed records at about 1000 a second. The clusters then go
+through what real ones do: a rolling restart of each, the target's and the source's busiest leader
+SIGKILLed, the nodes of the source groups' coordinator and of the target's transaction coordinator
+SIGKILLed (the names are chosen so that one node holds them all), and two of the three target nodes
+away for 30 s (below ``min.insync.replicas``, and no controller quorum).
+
+The run is one module fixture (one cluster start, one scenario for the three modes); each mode's
+tests read what happened to it. On your own clusters the mirrors run the same way for a while,
+without the failures, and the tests that need them skip.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import signal
+import subprocess
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Dict, List, Optional, Tuple
+
+import pytest
+
+from .harness import (BackgroundProducer, Cluster, MirrorProcess, byo, first_deliveries_out_of_order, hold,
+                      mirror_args, mirror_files, unique, values, wait_until)
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]
+
+log = logging.getLogger(__name__)
+
+PARTITIONS = 6
+RATE = 1000
+KEYS = 60
+STREAMS = 2
+SHUTDOWN_TIMEOUT_MS = 15000
+#: How long a killed node stays away, and the target's majority.
+DOWN_S = 5
+MAJORITY_OUTAGE_S = 30
+#: Each failure's bound on catching up again, from the moment the nodes are back (issue 40).
+RESUME_WITHIN_S = 60
+#: How long the mirrors run on your own clusters, where nothing fails.
+STEADY_RUN_S = 30
+DUPLICATES_AT_MOST = 0.05
+#: The log says what happened in a few lines: a bound on WARN and ERROR lines per step.
+WARN_ERROR_LINES_PER_STEP = 20
+#: A SIGKILLed coordinator's groups have none until the controller fences its node (6 s on these
+#: clusters), which must not cost a group its members: the longest session the harness's
+#: max.poll.interval.ms allows (10 s, kept short so that a stream that stops polling shows).
+SESSION = {"session.timeout.ms": 10000, "heartbeat.interval.ms": 1000}
+#: A stop may take the shutdown timeout, and the interpreter a moment to exit after it.
+EXIT_MARGIN_S = 5
+MAJORITY_OUTAGE = "two of three target nodes stopped for 30 s"
+WARN_OR_ERROR = re.compile(r"^\[[^\]]*\] (WARN|ERROR) ", re.MULTILINE)
+
+
+@dataclass(frozen=True)
+class Mode:
+    """A mode of the mirror; ``alias`` names its group, its log and its target topic, which
+    MirrorMaker 2's default replication policy names ``<alias>.<topic>``."""
+
+    name: str
+    alias: str
+    flags: Tuple[str, ...] = ()
+
+    @property
+    def exactly_once(self) -> bool:
+        return "--exactly.once" in self.flags
+
+    def target_topic(self, topic: str) -> str:
+        return f"{self.alias}.{topic}"
+
+    def args(self) -> Tuple[str, ...]:
+        return ("--replication.policy.class", "default", "--source.cluster.alias", self.alias,
+                "--target.cluster.alias", "dst", *self.flags)
+
+
+MODES = (Mode("records", "rec"), Mode("raw", "raw", ("--use.raw.bytes",)),
+         Mode("exactly-once", "eos", ("--exactly.once",)))
+
+
+def coordinated_groups(offsets_partitions: int, transaction_coordinators: Dict[int, int]) -> Dict[str, str]:
+    """Mode -> group id, such that the groups of the modes that use a source group share its
+    coordinator (one ``__consumer_offsets`` partition), and each exactly-once mirror's
+    transactional ids (``<group>.eos.<n>``) have partitions led by one node: one SIGKILL then hits
+    every mirror that uses it (unless no such names exist, see ``draw``).
+    ``transaction_coordinators``: each ``__transaction_state`` partition's preferred leader.
+
+    Each name is drawn on its own: names that differ only in a suffix have Java hashes a fixed
+    distance apart, which can rule a shared partition out (``.eos.0`` and ``.eos.1`` are one apart:
+    never one partition, but neighbours, which one node may lead)."""
+    from ..brokers.apache_kafka import coordinator_partition
+
+    def draw(alias: str, fits: Callable[[str], bool]) -> str:
+        """A name that fits, or (no layout allows one) any: the step then kills each coordinator."""
+        for _ in range(1000):
+            group = unique(f"failures-{alias}")
+            if fits(group):
+                break
+        return group
+
+    def one_transaction_coordinator(group: str) -> bool:
+        partitions = len(transaction_coordinators)
+        return len({transaction_coordinators[coordinator_partition(transactional_id, partitions)]
+                    for transactional_id in transactional_ids(group)}) == 1
+
+    groups: Dict[str, str] = {}
+    for mode in MODES:
+        if mode.exactly_once:
+            groups[mode.name] = draw(mode.alias, one_transaction_coordinator)
+        else:
+            first = next((groups[other.name] for other in MODES if other.name in groups
+                          and not other.exactly_once), None)
+            groups[mode.name] = draw(mode.alias, lambda group: first is None or coordinator_partition(
+                group, offsets_partitions) == coordinator_partition(first, offsets_partitions))
+    return groups
+
+
+def transactional_ids(group: str) -> List[str]:
+    """An exactly-once mirror's transactional ids: one per stream."""
+    return [f"{group}.eos.{stream}" for stream in range(STREAMS)]
+
+
+@dataclass
+class Step:
+    """One failure: what was done, how long it took, and where each mirror's log was at its start
+    and once the mirrors had caught up after it (or had been waited for long enough)."""
+
+    name: str
+    detail: str = ""
+    seconds: float = 0.0
+    marks: Dict[str, Tuple[int, int]] = field(default_factory=dict)
+
+
+class Mirror:
+    """One mode's mirror in the run, and what happened to it."""
+
+    def __init__(self, mode: Mode, source: Cluster, target: Cluster, topic: str, group: str, work: Path) -> None:
+        self.mode, self.source, self.target, self.topic, self.group = mode, source, target, topic, group
+        self.target_topic = mode.target_topic(topic)
+        files = mirror_files(work, source, target, group=group, consumer=SESSION)
+        args = mirror_args(files, topic, "--num.streams", str(STREAMS), "--offset.commit.interval.ms", "1000",
+                           "--shutdown.timeout.ms", str(SHUTDOWN_TIMEOUT_MS), "--status.interval.ms", "10000",
+                           *mode.args())
+        self.process = MirrorProcess(args, work / f"{mode.alias}.log")
+        #: (the step during which it exited, its exit code) if it did before the run's SIGTERM.
+        self.exited: Optional[Tuple[str, int]] = None
+        #: Step -> seconds from the nodes' return until everything then on the source was
+        #: committed (None: not within RESUME_WITHIN_S).
+        self.resumed: Dict[str, Optional[float]] = {}
+        self.stop_code: Optional[int] = None
+        self.stop_s = 0.0
+        self.rows: List = []
+        #: The offsets committed when the mirror had stopped.
+        self.final_offsets: Dict[int, int] = {}
+
+    def running(self, during: str) -> bool:
+        code = self.process.process.poll()
+        if code is not None and self.exited is None:
+            self.exited = (during, code)
+            log.warning("the %s mirror exited with %d during %s", self.mode.name, code, during)
+        return code is None
+
+    def committed(self) -> Dict[int, int]:
+        """The source offsets committed: in the source group, or for exactly-once in the group on
+        the target that holds them (under the target topic's name)."""
+        if self.mode.exactly_once:
+            return self.target.committed(self.group, self.target_topic, PARTITIONS)
+        return self.source.committed(self.group, self.topic)
+
+    def caught_up(self, ends: Dict[int, int]) -> bool:
+        """Every record below ``ends`` is on the target and its offset committed."""
+        committed = self.committed()
+        return all(committed.get(partition, 0) >= end for partition, end in ends.items())
+
+    def log_position(self) -> int:
+        return len(self.process.log())
+
+    def warn_error_lines(self, start: int = 0, end: Optional[int] = None) -> List[str]:
+        text = self.process.log()[start:end]
+        return [line for line in text.splitlines() if WARN_OR_ERROR.match(line)]
+
+    def lines_with(self, text: str, start: int = 0, end: Optional[int] = None) -> List[str]:
+        return [line for line in self.process.log()[start:end].splitlines() if text in line]
+
+    def duplicates(self) -> int:
+        return sum(count - 1 for count in Counter(values(self.rows)).values() if count > 1)
+
+    def missing(self, acked: List[bytes], positions: Dict[bytes, Tuple[int, int]]) -> Tuple[List[bytes], int]:
+        """The acked records not on the target, and how many of them are below the committed
+        offsets (lost: a restart would not copy them again; the others are only not copied yet)."""
+        on_target = set(values(self.rows))
+        missing = [value for value in acked if value not in on_target]
+        lost = sum(1 for value in missing if positions[value][1] < self.final_offsets.get(positions[value][0], 0))
+        return missing, lost
+
+
+class BrokerFailures:
+    """The scenario: three mirrors and a producer on one topic, then the steps, then the reads."""
+
+    def __init__(self, source: Cluster, target: Cluster, work: Path) -> None:
+        self.source, self.target, self.work = source, target, work
+        self.topic = unique("orders")
+        self.mirrors: Dict[str, Mirror] = {}
+        self.steps: List[Step] = []
+        self.acked: List[bytes] = []
+        self.positions: Dict[bytes, Tuple[int, int]] = {}
+        self.seconds = 0.0
+        self._current = "the start"
+
+    # -- the run -----------------------------------------------------------------------
+
+    def run(self, with_failures: bool) -> "BrokerFailures":
+        started = time.monotonic()
+        self.source.create_topic(name=self.topic, partitions=PARTITIONS)
+        groups = self._coordinated_groups() if with_failures else \
+            {mode.name: unique(f"failures-{mode.alias}") for mode in MODES}
+        producer = BackgroundProducer(self.source, self.topic, rate=RATE, keys=KEYS).start()
+        try:
+            for mode in MODES:
+                self.mirrors[mode.name] = Mirror(mode, self.source, self.target, self.topic, groups[mode.name],
+                                                 self.work)
+            wait_until(lambda: len(producer.acked) >= RATE, 60, "the producer's first second of records")
+            self._step("the start", lambda: "")
+            if with_failures:
+                self._fail_brokers()
+            else:
+                self._current = "the run without failures"
+                hold(STEADY_RUN_S, self._check_mirrors)
+        finally:
+            self.acked, self.positions = producer.stop(), producer.positions
+            try:
+                self._step("the end of the run (producer stopped)", lambda: "")
+            finally:
+                self._stop_mirrors()
+        self._read_targets()
+        self.seconds = time.monotonic() - started
+        return self
+
+    def _fail_brokers(self) -> None:
+        source, target = self.source.broker, self.target.broker
+        target_topics = [mirror.target_topic for mirror in self.mirrors.values()]
+        self._step("a rolling restart of the source", lambda: self._rolling_restart(source))
+        self._step("a rolling restart of the target", lambda: self._rolling_restart(target))
+        self._step("the target's busiest leader SIGKILLed for 5 s",
+                   lambda: self._bounce(target, target.busiest_leader(*target_topics)))
+        self._step("the source's busiest leader SIGKILLed for 5 s",
+                   lambda: self._bounce(source, source.busiest_leader(self.topic)))
+        grouped = [mirror.group for mirror in self.mirrors.values() if not mirror.mode.exactly_once]
+        self._step("the source groups' coordinator SIGKILLed for 5 s",
+                   lambda: self._bounce(source, *{source.group_coordinator(group) for group in grouped}))
+        transactional = [transactional_id for mirror in self.mirrors.values() if mirror.mode.exactly_once
+                         for transactional_id in transactional_ids(mirror.group)]
+        self._step("the target's transaction coordinator SIGKILLed for 5 s",
+                   lambda: self._bounce(target, *{target.transaction_coordinator(id_) for id_ in transactional}))
+        self._step(MAJORITY_OUTAGE, lambda: self._majority_outage(target, target_topics))
+
+    def _step(self, name: str, fail: Callable[[], str]) -> None:
+        """Do ``fail`` (it returns when the nodes are back), then wait until the clusters are in
+        sync and every running mirror has committed what the source held at the nodes' return."""
+        log.info("broker failures: %s", name)
+        self._current = name
+        step = Step(name)
+        started = time.monotonic()
+        starts = {mode: mirror.log_position() for mode, mirror in self.mirrors.items()}
+        step.detail = fail()
+        returned_at = time.monotonic()
+        ends = self._source_ends()
+        for cluster in (self.source, self.target):
+            if cluster.broker is not None:
+                cluster.broker.wait_in_sync()
+        waiting = {mode: mirror for mode, mirror in self.mirrors.items() if mirror.running(name)}
+        while waiting and time.monotonic() < returned_at + RESUME_WITHIN_S:
+            for mode, mirror in list(waiting.items()):
+                if not mirror.running(name):
+                    del waiting[mode]
+                elif mirror.caught_up(ends):
+                    mirror.resumed[name] = time.monotonic() - returned_at
+                    del waiting[mode]
+            time.sleep(0.5)
+        for mirror in self.mirrors.values():
+            mirror.resumed.setdefault(name, None)
+        step.marks = {mode: (starts[mode], mirror.log_position())
+                      for mode, mirror in self.mirrors.items()}
+        step.seconds = time.monotonic() - started
+        self.steps.append(step)
+
+    def _source_ends(self) -> Dict[int, int]:
+        def ends():
+            try:
+                offsets = self.source.end_offsets(self.topic)
+            except Exception:  # a leader moving under the request
+                return None
+            return offsets if len(offsets) == PARTITIONS else None
+        return wait_until(ends, 30, f"the end offsets of {self.topic}", step_s=0.5)
+
+    def _check_mirrors(self) -> None:
+        for mirror in self.mirrors.values():
+            mirror.running(self._current)
+
+    # -- the failures (each returns when the nodes are back; its detail for the report) --
+
+    def _rolling_restart(self, cluster) -> str:
+        for index, node in enumerate(cluster.nodes):
+            if index:
+                cluster.wait_in_sync()
+            cluster.stop_node(node)
+            self._check_mirrors()
+            cluster.start_node(node)
+        return f"nodes {', '.join(map(str, cluster.nodes))} in turn (SIGTERM)"
+
+    def _bounce(self, cluster, *nodes: int) -> str:
+        """SIGKILL each node in turn (one, unless leaders moved since the names were chosen), back
+        after DOWN_S."""
+        for index, node in enumerate(sorted(nodes)):
+            if index:
+                cluster.wait_in_sync()
+            cluster.stop_node(node, hard=True)
+            hold(DOWN_S, self._check_mirrors)
+            cluster.start_node(node)
+        return f"node {', '.join(map(str, sorted(nodes)))}"
+
+    def _majority_outage(self, cluster, topics: List[str]) -> str:
+        counts = cluster.leader_counts(*topics)
+        stopped = sorted(cluster.nodes, key=lambda node: -counts[node])[:2]
+        for node in stopped:
+            cluster.stop_node(node)
+        hold(MAJORITY_OUTAGE_S, self._check_mirrors)
+        cluster.start_nodes(*stopped)
+        return f"nodes {stopped[0]} and {stopped[1]} (SIGTERM)"
+
+    def _coordinated_groups(self) -> Dict[str, str]:
+        """The groups (``coordinated_groups``), once the target has its transaction state topic
+        (a transactional producer's first request creates it)."""
+        from confluent_kafka import Producer
+
+        from ..brokers.apache_kafka import TRANSACTIONS_TOPIC
+
+        Producer({"bootstrap.servers": self.target.bootstrap, "transactional.id": unique("creates-the-topic"),
+                  "logger": logging.getLogger("tests.librdkafka")}).init_transactions(60)
+        self.target.broker.wait_in_sync()
+        offsets_partitions = int(self.source.broker.server_properties()["offsets.topic.num.partitions"])
+        return coordinated_groups(offsets_partitions, self.target.broker.preferred_leaders(TRANSACTIONS_TOPIC))
+
+    # -- the end -----------------------------------------------------------------------
+
+    def _stop_mirrors(self) -> None:
+        """SIGTERM every mirror at once, and how each exits and how soon."""
+        running = [mirror for mirror in self.mirrors.values() if mirror.running("the end of the run")]
+        signalled = time.monotonic()
+        for mirror in running:
+            mirror.process.process.send_signal(signal.SIGTERM)
+        for mirror in self.mirrors.values():
+            if mirror not in running:
+                mirror.process.wait(0)  # it exited before: this closes its log
+                continue
+            try:
+                mirror.stop_code = mirror.process.wait(SHUTDOWN_TIMEOUT_MS / 1000 + 60)
+            except subprocess.TimeoutExpired:
+                mirror.process.kill()
+            mirror.stop_s = time.monotonic() - signalled
+
+    def _read_targets(self) -> None:
+        for mirror in self.mirrors.values():
+            mirror.final_offsets = mirror.committed()
+            isolation = {"isolation.level": "read_committed"} if mirror.mode.exactly_once else {}
+            mirror.rows = self.target.read_all(mirror.target_topic, timeout_s=120, **isolation)
+
+    def report_lines(self) -> List[str]:
+        lines = [f"broker failures: {len(self.acked)} records acked on the source in {self.seconds:.0f} s; "
+                 + "; ".join(f"{step.name} {step.seconds:.0f} s" + (f" ({step.detail})" if step.detail else "")
+                             for step in self.steps)]
+        for mode, mirror in self.mirrors.items():
+            missing, lost = mirror.missing(self.acked, self.positions)
+            exited = f"exited {mirror.exited[1]} during {mirror.exited[0]}" if mirror.exited else \
+                f"SIGTERM: {mirror.stop_code} after {mirror.stop_s:.1f} s"
+            per_step = ", ".join(self._step_summary(mirror, step) for step in self.steps)
+            lines.append(f"broker failures, {mode}: {len(mirror.rows)} on the target, {len(missing)} acked "
+                         f"missing ({lost} below the committed offsets), {mirror.duplicates()} duplicates "
+                         f"({100 * mirror.duplicates() / max(1, len(self.acked)):.1f} %), "
+                         f"{len(first_deliveries_out_of_order(mirror.rows))} keys out of order; {exited}; "
+                         f"{len(mirror.warn_error_lines())} WARN/ERROR lines; after each step, seconds to catch "
+                         f"up (-: not within {RESUME_WITHIN_S} s)/WARN and ERROR lines: {per_step}")
+        return lines
+
+    def _step_summary(self, mirror: Mirror, step: Step) -> str:
+        seconds = mirror.resumed[step.name]
+        return f"{'-' if seconds is None else round(seconds)}/{len(self.warn_error_lines(mirror, step))}"
+
+    @staticmethod
+    def warn_error_lines(mirror: Mirror, step: Step) -> List[str]:
+        return mirror.warn_error_lines(*step.marks[mirror.mode.name])
+
+
+@pytest.fixture(scope="module")
+def failures(three_node_clusters, tmp_path_factory, report) -> BrokerFailures:
+    source, target = three_node_clusters
+    scenario = BrokerFailures(source, target, tmp_path_factory.mktemp("broker-failures"))
+    scenario.run(with_failures=not byo())
+    for line in scenario.report_lines():
+        report(line)
+    return scenario
+
+
+def _tail(mirror: Mirror, lines: int = 15) -> str:
+    return "\n".join(mirror.process.log().splitlines()[-lines:])
+
+
+@pytest.mark.parametrize("mode", MODES, ids=lambda mode: mode.name)
+def test_every_acked_record_is_mirrored_in_order(failures, mode):
+    """Nothing lost, few duplicates (none in exactly-once mode), every key in order, and a SIGTERM
+    at the end exits 143 within the shutdown timeout."""
+    mirror = failures.mirrors[mode.name]
+    problems = []
+    if mirror.exited:
+        problems.append(f"the mirror exited with {mirror.exited[1]} during {mirror.exited[0]}:\n{_tail(mirror)}")
+    missing, lost = mirror.missing(failures.acked, failures.positions)
+    if missing:
+        problems.append(f"{len(missing)} of {len(failures.acked)} acked records are not on {mirror.target_topic} "
+                        f"({lost} of them below the committed offsets), e.g. {missing[:3]}")
+    allowed = 0 if mode.exactly_once else int(DUPLICATES_AT_MOST * len(failures.acked))
+    if mirror.duplicates() > allowed:
+        problems.append(f"{mirror.duplicates()} duplicates of {len(failures.acked)} acked records "
+                        f"(at most {allowed})")
+    out_of_order = first_deliveries_out_of_order(mirror.rows)
+    if out_of_order:
+        problems.append(f"{len(out_of_order)} keys reached the target out of order, e.g. "
+                        f"{next(iter(out_of_order.items()))}")
+    stopped_in_time = mirror.stop_s <= SHUTDOWN_TIMEOUT_MS / 1000 + EXIT_MARGIN_S
+    if not mirror.exited and (mirror.stop_code != 143 or not stopped_in_time):
+        problems.append(f"SIGTERM: exit {mirror.stop_code} after {mirror.stop_s:.1f} s (143 within "
+                        f"{SHUTDOWN_TIMEOUT_MS / 1000:.0f} s expected):\n{_tail(mirror)}")
+    assert not problems, "\n".join(problems)
+
+
+@pytest.mark.needs_own_brokers("stops and kills brokers")
+@pytest.mark.parametrize("mode", MODES, ids=lambda mode: mode.name)
+def test_mirroring_resumes_after_each_broker_failure(failures, mode):
+    """Within 60 s of the nodes' return everything the source held then is mirrored and committed;
+    the group keeps its members while the target is away; the log says it in a few lines."""
+    mirror = failures.mirrors[mode.name]
+    problems = [f"not caught up within {RESUME_WITHIN_S} s of the nodes' return after {step}"
+                for step, seconds in mirror.resumed.items() if seconds is None]
+    outage = next(step for step in failures.steps if step.name == MAJORITY_OUTAGE)
+    unknown = mirror.lines_with("Unknown member", *outage.marks[mode.name])
+    if unknown:
+        problems.append(f"{len(unknown)} lines with 'Unknown member' from the start of {MAJORITY_OUTAGE} until "
+                        f"caught up, e.g. {unknown[0]}")
+    tracebacks = mirror.lines_with("Traceback (most recent call last)")
+    if tracebacks:
+        problems.append(f"{len(tracebacks)} tracebacks in the log")
+    for step in failures.steps:
+        noisy = failures.warn_error_lines(mirror, step)
+        if len(noisy) > WARN_ERROR_LINES_PER_STEP:
+            problems.append(f"{len(noisy)} WARN/ERROR lines in {step.name} (at most {WARN_ERROR_LINES_PER_STEP}), "
+                            f"e.g.\n" + "\n".join(noisy[:5]))
+    if mirror.exited:
+        problems.append(f"the mirror exited with {mirror.exited[1]} during {mirror.exited[0]}")
+    assert not problems, "\n".join(problems)
