@@ -258,7 +258,7 @@ class MirrorProducer:
         """Serve what librdkafka has queued (failed deliveries, statistics, errors), without
         waiting. The mirror threads call it after every batch: librdkafka queues an event per
         record even when only failures reach Python, and serving them in the thread that produced
-        them costs less than a thread of its own trading the GIL with it (measured)."""
+        them costs less than a thread of its own trading the GIL with it."""
         self._serve(0)
         self.acknowledged()
 
