@@ -17,6 +17,7 @@ from .. import __version__
 from ..config import spec
 from ..errors import ConfigError
 from ..ops.log import configure_logging, resolve_level
+from ..ops.stop_watchdog import dump_stacks_on_sigusr1
 from . import exit_codes
 from .command import error_status
 
@@ -46,6 +47,7 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Optional[List[str]] = None) -> None:
+    dump_stacks_on_sigusr1()
     sys.exit(invoke(list(sys.argv[1:] if argv is None else argv)))
 
 
