@@ -118,7 +118,7 @@ def test_a_target_away_at_start_is_mirrored_to_once_it_answers(tmp_path, source,
     records = make_records(2000)
     source.seed(topic, records)
     files = mirror_files(tmp_path, source, proxied)
-    mirror = MirrorProcess(mirror_args(files, topic, RAW), tmp_path / "m.log")
+    mirror = MirrorProcess(mirror_args(files, topic, RAW, "--offset.commit.interval.ms", "500"), tmp_path / "m.log")
     try:
         mirror.wait_for_log(f"Cannot reach the target cluster at {proxied.bootstrap} for the raw path", 30)
         assert source.committed(files.group, topic) == {}
