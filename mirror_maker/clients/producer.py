@@ -37,6 +37,10 @@ STATS_INTERVAL_MS = 5000
 #: Records librdkafka dropped unsent: after our own purge (abort), or after a fatal error.
 _PURGED = frozenset({KafkaError._PURGE_QUEUE, KafkaError._PURGE_INFLIGHT})
 _UNASSIGNED = -1  # librdkafka's RD_KAFKA_PARTITION_UA: let the partitioner choose
+#: confluent-kafka 2.16 sets RD_KAFKA_PURGE_F_NON_BLOCKING when ``blocking`` is true
+#: (Producer_purge in src/confluent_kafka/src/Producer.c, since its first release in 1.5.2):
+#: true is the purge that does not wait. tests/unit/test_producer.py pins it to the versions read.
+PURGE_WITHOUT_WAITING = True
 #: A v2 record's framing (length, attributes, deltas, counts) and its batch's 61-byte header.
 RECORD_OVERHEAD_BYTES = 80
 
@@ -406,9 +410,11 @@ class MirrorProducer:
         return False
 
     def purge(self) -> None:
-        """Drop everything not yet delivered (abort path: nothing of it will be committed)."""
+        """Drop everything not yet delivered (abort path: nothing of it will be committed), without
+        waiting for the broker threads: confluent-kafka holds the GIL through ``purge``, so a
+        blocking one that a broker thread is slow to answer stops every thread of the process."""
         try:
-            self._producer.purge(in_queue=True, in_flight=True, blocking=False)
+            self._producer.purge(in_queue=True, in_flight=True, blocking=PURGE_WITHOUT_WAITING)
         except KafkaException as exc:  # pragma: no cover - purge only fails on misuse
             log.debug("purge failed: %s", exc)
 

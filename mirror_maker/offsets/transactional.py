@@ -200,7 +200,13 @@ class TransactionalCommitter:
                 time.sleep(COMMIT_RESUME_S)
 
     def begin(self) -> None:
-        """Open the next transaction (a local step: a producer that cannot is replaced)."""
+        """Open the next transaction (a local step: a producer that cannot is replaced). A fatal
+        error the producer holds is served first: begin_transaction keeps the GIL while it waits
+        for librdkafka's main thread, and may wait for ever once the producer is fenced
+        (https://github.com/confluentinc/librdkafka/issues/4420), which stops every thread."""
+        self._sink.serve()
+        if self._sink.fatal is not None:
+            raise self._unusable(self._sink.fatal)
         try:
             self._producer.begin_transaction()
         except KafkaException as exc:

@@ -88,11 +88,17 @@ class Target:
 class Sink:
     """What the committer tells the sink, and the refusals it reads."""
 
-    def __init__(self, refusals=(), fatal=None):
+    def __init__(self, refusals=(), fatal=None, fatal_when_served=None):
         self.refusals, self.ended, self.fatal = list(refusals), [], fatal
+        self._fatal_when_served = fatal_when_served
 
     def transaction_ended(self, committed):
         self.ended.append(committed)
+
+    def serve(self):
+        """The producer's poll: a fatal error librdkafka holds surfaces here."""
+        if self._fatal_when_served is not None:
+            self.fatal = self._fatal_when_served
 
 
 class Source:
@@ -211,6 +217,18 @@ def test_a_fence_is_the_coordinator_s_own_abort_only_if_it_shows_an_abort_as_the
         committer.commit({T0: 7})
     if not unusable:
         assert "fenced: another mirror with the same group took over transactional.id g.eos.0" in str(raised.value)
+
+
+def test_a_fatal_error_the_producer_holds_is_served_before_the_next_transaction_begins():
+    """A fence that arrived during the commit: begin_transaction keeps the GIL and may never
+    return on a fenced producer (librdkafka#4420), so it is not called; the fence ends the run."""
+    fenced = KafkaError(KafkaError._FENCED, "Producer attempted an operation with an old epoch", fatal=True)
+    producer = TxnProducer()
+    committer = TransactionalCommitter(producer, Target(), Source(), "g.eos.0", Sink(fatal_when_served=fenced),
+                                       states=lambda transactional_id: "Ongoing")
+    with pytest.raises(ClientFailed, match="fenced"):
+        committer.commit({T0: 7})
+    assert [call[0] for call in producer.calls] == ["send_offsets", "commit"]
 
 
 def test_a_transactional_call_that_does_not_return_in_time_makes_the_producer_unusable(monkeypatch):

@@ -151,3 +151,14 @@ def test_records_the_closing_flush_could_not_deliver_count_as_unacknowledged():
     assert p.unacknowledged() == 3
     state.fail(SendFailed("test over"))
     p.purge()
+
+
+def test_the_purge_that_does_not_wait_was_read_in_the_pinned_confluent_kafka():
+    """confluent-kafka's ``purge(blocking=True)`` is librdkafka's non-blocking purge (its flag is
+    inverted) and holds the GIL: a blocking one froze a fenced exactly-once mirror. Read again in
+    its Producer.c before the pin (setup.cfg) moves past 2.16."""
+    import confluent_kafka
+
+    from mirror_maker.clients.producer import PURGE_WITHOUT_WAITING
+
+    assert confluent_kafka.__version__.startswith("2.16.") and PURGE_WITHOUT_WAITING is True
