@@ -196,8 +196,8 @@ class ControlClient:
             return False
 
     def _read(self) -> None:
-        self._sock.settimeout(None)
         try:
+            self._sock.settimeout(None)  # raises if the worker closed the line already
             for line in self._sock.makefile("rb"):
                 try:
                     message = json.loads(line)
