@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test test-fast test-pythons bench venv clean
+.PHONY: demo test test-fast test-pythons bench venv clean test-smoke-kafka-3.9 test-smoke-tansu
 
 $(STAMP): setup.cfg pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -20,11 +20,16 @@ demo: $(STAMP)
 
 ## Unit tests and the integration suite on Apache Kafka 4.x (jars via Maven, cached outside the
 ## repository), then the smoke tests on Kafka 3.9 and on Tansu. MIRROR_MAKER_TEST_BROKER or
-## MIRROR_MAKER_TEST_*_BOOTSTRAP change the first leg's brokers.
+## MIRROR_MAKER_TEST_*_BOOTSTRAP change the first leg's brokers. The first leg runs in two
+## pytest-xdist workers, a module per worker at a time (a module's clusters and scenario stay
+## together), and the two smoke legs side by side: the tests mostly wait on brokers and timers.
+TEST_WORKERS ?= 2
 test: $(STAMP) test-pythons
-	$(BIN)/python -m pytest -ra $(PYTEST_ARGS)
-	MIRROR_MAKER_TEST_BROKER=kafka-3.9 $(BIN)/python -m pytest -ra -m smoke $(PYTEST_ARGS) tests/integration
-	MIRROR_MAKER_TEST_BROKER=tansu $(BIN)/python -m pytest -ra -m smoke $(PYTEST_ARGS) tests/integration
+	$(BIN)/python -m pytest -ra -n $(TEST_WORKERS) --dist loadscope --durations=15 $(PYTEST_ARGS)
+	@$(MAKE) --no-print-directory -j2 --output-sync=target test-smoke-kafka-3.9 test-smoke-tansu
+
+test-smoke-%: $(STAMP)
+	MIRROR_MAKER_TEST_BROKER=$* $(BIN)/python -m pytest -ra -m smoke -p no:cacheprovider $(PYTEST_ARGS) tests/integration
 
 ## The unit tests on every Python the package claims (setup.cfg's python_requires), each in its
 ## own cached venv (.venv-py3.X, from pyenv's interpreters under PYENV_ROOT). The oldest runs them

@@ -20,6 +20,18 @@ def report():
     return _REPORTS.append
 
 
+def pytest_sessionfinish(session):
+    """A pytest-xdist worker hands its lines to the controller, which prints them."""
+    output = getattr(session.config, "workeroutput", None)
+    if output is not None:
+        output["mirror_reports"] = list(_REPORTS)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error):
+    _REPORTS.extend(getattr(node, "workeroutput", {}).get("mirror_reports", []))
+
+
 def pytest_terminal_summary(terminalreporter):
     if _REPORTS:
         terminalreporter.section("mirror reports")

@@ -39,7 +39,6 @@ _PURGED = frozenset({KafkaError._PURGE_QUEUE, KafkaError._PURGE_INFLIGHT})
 _UNASSIGNED = -1  # librdkafka's RD_KAFKA_PARTITION_UA: let the partitioner choose
 #: A v2 record's framing (length, attributes, deltas, counts) and its batch's 61-byte header.
 RECORD_OVERHEAD_BYTES = 80
-WAIT_LOG_EVERY_S = 10.0
 
 
 class SendInterrupted(Exception):
@@ -259,7 +258,7 @@ class MirrorProducer:
         """Serve what librdkafka has queued (failed deliveries, statistics, errors), without
         waiting. The mirror threads call it after every batch: librdkafka queues an event per
         record even when only failures reach Python, and serving them in the thread that produced
-        them costs less than a thread of its own trading the GIL with it (measured)."""
+        them costs less than a thread of its own trading the GIL with it."""
         self._serve(0)
         self.acknowledged()
 
@@ -371,7 +370,7 @@ class MirrorProducer:
         Returns False when the deadline (a ``time.monotonic()`` value) passed first or a fatal
         failure was recorded: the caller must then not commit.
         """
-        last_log = time.monotonic()
+        wait_log = waiting.WaitLog()
         while True:
             produced = self._produced
             if len(self._producer) == 0:
@@ -397,8 +396,7 @@ class MirrorProducer:
             step = FLUSH_STEP_S if deadline is None else max(0.0, min(FLUSH_STEP_S, deadline - now))
             self._serve(step, flush=True)
             waiting.serve()
-            if time.monotonic() - last_log >= WAIT_LOG_EVERY_S and len(self._producer) > 0:
-                last_log = time.monotonic()
+            if len(self._producer) > 0 and wait_log.due():
                 log.warning("waiting for the target to acknowledge %d records; "
                             "offsets are committed only after it does", len(self._producer))
         return not self._state.failed and not self._purged

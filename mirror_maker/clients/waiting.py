@@ -12,9 +12,12 @@ does nothing.
 from __future__ import annotations
 
 import threading
+import time
 from typing import Callable, Optional
 
 _local = threading.local()
+#: A wait for the target is logged this long after it began, then at doubling intervals.
+FIRST_LOG_S = 10.0
 
 
 def register(keep_alive: Optional[Callable[[], None]]) -> None:
@@ -26,3 +29,21 @@ def serve() -> None:
     keep_alive = getattr(_local, "keep_alive", None)
     if keep_alive is not None:
         keep_alive()
+
+
+class WaitLog:
+    """When a long wait for acknowledgements is worth a line: at 10 s, then 30, 70, 150 s... The
+    status line reports a stall every interval; a line per stream per 10 s only repeats it."""
+
+    def __init__(self, first_s: float = FIRST_LOG_S, clock: Callable[[], float] = time.monotonic) -> None:
+        self._clock = clock
+        self._every = first_s
+        self._next = clock() + first_s
+
+    def due(self) -> bool:
+        now = self._clock()
+        if now < self._next:
+            return False
+        self._every *= 2
+        self._next = now + self._every
+        return True

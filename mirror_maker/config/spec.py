@@ -317,7 +317,9 @@ OPTIONS: Tuple[Option, ...] = (
             notes="Also in its internal topic names.", **_mm2(doc="The default policy's separator.")),
     _option("source.cluster.alias", STRING, "source", "The source cluster's alias.", MM2,
             field="replication.source_alias", validator=cluster_alias,
-            notes="mm2.properties: the flow's source alias."),
+            notes="Names remote topics and detects cycles: left at their defaults, mirrors A->B and B->A would "
+                  "loop topics, so the default policy needs both aliases. mm2.properties: the flow's source "
+                  "alias."),
     _option("target.cluster.alias", STRING, "target", "The target cluster's alias (a topic whose source it is, by "
             "the policy, is a cycle).", MM2, field="replication.target_alias", validator=cluster_alias,
             notes="mm2.properties: the flow's target alias."),
@@ -334,8 +336,9 @@ OPTIONS: Tuple[Option, ...] = (
             **_mm2(doc="How often topics and partitions are listed.")),
     _option("sync.topic.configs.enabled", BOOLEAN, False, "true: target topics are created with their source "
             "topic's non-default configs and kept in sync.", MM2, field="replication.sync_topic_configs",
-            notes="A value at its default on the source is deleted on the target (incremental API); read-only, "
-                  "sensitive and static-broker values are never copied.",
+            notes="A non-default source value is set, one at its default on the source is deleted on the target "
+                  "(`use.defaults.from=target`, incremental API); read-only, sensitive and static-broker values "
+                  "are never copied.",
             **_mm2(default=True, doc="Remote topics keep their source topics' configs.")),
     _option("sync.topic.configs.interval.seconds", INT, 600, "How often topic configs are synced.", MM2,
             field="replication.sync_topic_configs_interval_s", validator=at_least(1),
@@ -347,6 +350,8 @@ OPTIONS: Tuple[Option, ...] = (
     _option("sync.topic.acls.enabled", BOOLEAN, False, "true: the source's literal topic ACLs are copied to the "
             "target topics (never ALLOW WRITE, ALLOW ALL as READ, DENY as it is).", MM2,
             field="replication.sync_topic_acls",
+            notes="The LITERAL ACLs of the mirrored topics, as MirrorMaker 2 copies them: ALLOW WRITE is left out "
+                  "(only the mirror writes there), and a DENY left behind would widen access on the target.",
             **_mm2(default=True, doc="The source's literal topic ACLs are copied to the remote topics.")),
     _option("sync.topic.acls.interval.seconds", INT, 600, "How often topic ACLs are synced.", MM2,
             field="replication.sync_topic_acls_interval_s", validator=at_least(1),
@@ -354,7 +359,7 @@ OPTIONS: Tuple[Option, ...] = (
     _option("emit.offset-syncs.enabled", BOOLEAN, False, "true: (source offset, target offset) pairs of mirrored "
             "records go to MirrorMaker 2's offset-syncs topic (needs the source partition kept: "
             "PartitionPreservingHandler, or --use.raw.bytes).", MM2, field="replication.emit_offset_syncs",
-            notes="docs/consumer-failover.md.", **_mm2(default=True, doc="Offset syncs are written.")),
+            notes="docs/mirror-maker-2.md.", **_mm2(default=True, doc="Offset syncs are written.")),
     _option("offset-syncs.topic.location", STRING, "source", "source or target: the cluster of the offset-syncs "
             "topic.", MM2, field="replication.offset_syncs_location", choices=("source", "target"),
             **_mm2(doc="The cluster of the offset-syncs topic.")),
@@ -401,9 +406,9 @@ OPTIONS: Tuple[Option, ...] = (
             notes="A job that ran 5 minutes resets the count."),
 
     # mm2.properties only: the clusters, the flows, and what MirrorMaker 2 has that the command line has not.
-    _file("clusters", LIST, None, (TOP,), "The cluster aliases (required)."),
-    _file("bootstrap.servers", STRING, None, (CLUSTER,),
-          "A cluster's brokers, as <alias>.bootstrap.servers (required for every alias)."),
+    _file("clusters", LIST, None, (TOP,), "The cluster aliases.", required=True),
+    _file("bootstrap.servers", STRING, None, (CLUSTER,), "A cluster's brokers, as <alias>.bootstrap.servers (for "
+          "every alias).", required=True),
     _file("enabled", BOOLEAN, False, (FLOW,), "<source>-><target>.enabled = true runs the flow."),
     _file("config.providers", LIST, "", (TOP,), "Kafka's config providers (${provider:path:key} values anywhere "
           "in the file: file, env and dir)."),

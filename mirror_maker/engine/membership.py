@@ -103,20 +103,11 @@ class GroupMembership:
         self._consumer.close()  # leaves the group: the partitions move at once
 
     def _revoke_before_close(self) -> None:
-        """Leave the group and serve the revoke in consume() calls, so that close() has nothing
-        left to revoke.
-
-        A rebalance callback that close() serves can hang the process for ever: after our
-        on_revoke, confluent-kafka asks librdkafka for the rebalance protocol (or unassigns) while
-        holding the GIL, and librdkafka drops the request without an answer when the group ends
-        meanwhile (https://github.com/confluentinc/librdkafka/issues/4041, /4884). Served from
-        consume() the group is still alive and answers. The records consume() returns here are
-        dropped: nothing is mirrored after a stop. A consumer whose revoke is still unserved at
-        the deadline is closed as before (the stop watchdog bounds that).
-
-        Not for a static member (``group.instance.id``): an unsubscribe sends a LeaveGroup, which
-        close() leaves out for it, so that a restart within the session timeout does not move its
-        partitions (KIP-345)."""
+        """Leave the group and serve the revoke in consume() calls, while the group still
+        answers, so that close() has nothing left to revoke: a rebalance callback served in
+        close() can hang with the GIL held (https://github.com/confluentinc/librdkafka/issues/4041).
+        Records consume() returns here are dropped. Not for a static member: its unsubscribe
+        would send the LeaveGroup that KIP-345 leaves out."""
         if not self._subscribed or self._static:
             return
         try:

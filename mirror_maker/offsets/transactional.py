@@ -103,8 +103,8 @@ class TargetOffsets:
         A stable read waits while a transaction that holds offsets of these partitions is open;
         ``stable=False`` leaves such offsets out instead (read_uncommitted: librdkafka asks with
         require_stable only under read_committed). A new owner reads so first, to learn which
-        writers to fence: a writer killed between its offsets and its commit held the stable
-        read until its transaction timed out (60 s)."""
+        writers to fence: a writer killed between its offsets and its commit would hold a
+        stable read until its transaction times out."""
         keys = {self.key(tp): tp for tp in tps}
         if not keys:
             return {}

@@ -3,12 +3,11 @@
 A stop is bounded by ``--shutdown.timeout.ms``: threads are joined with a deadline and are
 daemons, so a thread stuck in a client call is left behind. That holds only while the stuck call
 lets go of the GIL. confluent-kafka 2.16 does not always: at a consumer's close, its rebalance
-callback asks librdkafka for the rebalance protocol while holding the GIL, and in about 1 run in
-50 (Tansu, four streams leaving one group at once) librdkafka never answered; every Python thread,
-the one enforcing the deadline included, then waited for ever (seen in ``make bench``: killed
-after 10 minutes). A stop now serves that callback before the close
-(``MirrorThread._revoke_before_close``), except for a static member; the watchdog stays for
-that case and for any other call that keeps the GIL.
+callback asks librdkafka for the rebalance protocol while holding the GIL, and librdkafka may
+never answer (https://github.com/confluentinc/librdkafka/issues/4041), so every Python thread,
+the one enforcing the deadline included, waits for ever. A stop serves that callback before the
+close (``GroupMembership._revoke_before_close``), except for a static member; the watchdog stays
+for that case and for any other call that keeps the GIL.
 
 So the stop also arms two timers that need no GIL: faulthandler's, which writes every thread's
 stack to stderr (what the log then shows), and one second later the kernel's SIGALRM with its

@@ -117,8 +117,8 @@ class OffsetSyncsTopic:
                      "linger.ms": 100})
         self._producer = confluent_kafka.Producer(conf)
         self._created = False
-        #: Asked for at start, answered by the first write: waiting for it then held the first
-        #: commit (often the stop's) about 0.1 s.
+        #: Asked for at start, answered by the first write: asked only then, the first commit
+        #: (often the stop's) would wait for the topic's creation.
         self._creation = request_topic(admin, name, replication_factor)
         self._lock = threading.Lock()
 

@@ -148,8 +148,8 @@ class Cluster:
 
     def connect(self, topics: Iterable[str] = (), meanwhile: Optional[Callable[[], None]] = None) -> bool:
         """Bootstrap; the metadata of ``topics`` comes with it. A topic tracked only afterwards
-        waits out kafka-python's retry backoff since the bootstrap's request (100 ms: measured on
-        the raw path's start-up, between the assignment and the first fetch).
+        waits out kafka-python's retry backoff since the bootstrap's request, which would delay
+        the first fetch after the assignment.
 
         A cluster that cannot be reached is tried again (with the reconnect backoff) until it
         answers, as the confluent clients keep trying; False when a stop (or a failure) came

@@ -263,7 +263,7 @@ def _append_range(queue: Deque[Work], item: Work) -> None:
     """Queue a record path range, one with the range before it where they follow each other for
     the same reason: a compacted log is mostly batches with offset holes, and each range is a
     round of the record path (drain the raw producer for the partition, resume and seek the
-    consumer, read), which per batch made raw mode 12x slower than record mode there."""
+    consumer, read), which costs far more than one batch."""
     before = queue[-1] if queue else None
     if before is not None and before.records and before.reason == item.reason and before.last < item.first:
         before.described.extend(item.described)

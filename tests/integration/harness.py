@@ -394,10 +394,11 @@ class BackgroundProducer:
     reorder a key.
     """
 
-    def __init__(self, cluster: Cluster, topic: str, rate: int = 500, prefix: str = "v", keys: int = 0) -> None:
+    def __init__(self, cluster: Cluster, topic: str, rate: int = 500, prefix: str = "v", keys: int = 0,
+                 linger_ms: int = 0) -> None:
         import threading
 
-        self._producer = cluster.producer(acks="all", **{"linger.ms": 0, "enable.idempotence": keys > 0})
+        self._producer = cluster.producer(acks="all", **{"linger.ms": linger_ms, "enable.idempotence": keys > 0})
         self._topic, self._rate, self._prefix, self._keys = topic, rate, prefix, keys
         self.acked: List[bytes] = []
         #: Each acked value's (partition, offset) on the source.

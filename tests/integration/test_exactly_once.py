@@ -26,6 +26,12 @@ def assert_exactly_once(rows, expected) -> None:
     assert not duplicated, f"{len(duplicated)} values duplicated, e.g. {list(duplicated.items())[:3]}"
 
 
+def kill(*mirrors) -> None:
+    for mirror in mirrors:
+        if mirror is not None:
+            mirror.kill()
+
+
 def assert_stopped_fenced(mirror) -> None:
     """A fenced mirror stops with 255 and one ERROR line saying so."""
     assert mirror.wait(60) == 255, mirror.log()
@@ -92,6 +98,9 @@ def test_a_zombie_cannot_commit_after_another_instance_took_over(tmp_path, sourc
                    "the second one mirroring")
         os.kill(first.process.pid, signal.SIGCONT)
         assert_stopped_fenced(first)
+    except BaseException:
+        kill(first, second)  # closes their logs: a leaked one fails a later test
+        raise
     finally:
         acked = stream.stop()
     check_and_stop(target, topic, acked, first, second)
@@ -118,6 +127,9 @@ def test_a_second_process_with_other_shards_fences_the_first(tmp_path, source, t
         stopped_at = sum(target.committed(files.group, topic).values())
         wait_until(lambda: sum(target.committed(files.group, topic).values()) > stopped_at + 500, 60,
                    "the second one mirroring every partition")
+    except BaseException:
+        kill(first, second)  # closes their logs: a leaked one fails a later test
+        raise
     finally:
         acked = stream.stop()
     check_and_stop(target, topic, acked, first, second)

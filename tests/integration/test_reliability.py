@@ -4,6 +4,7 @@ Every acked source value must be on the target; duplicates are allowed (at-least
 reported at the end of the run.
 """
 
+import re
 import signal
 import time
 from collections import Counter
@@ -13,6 +14,7 @@ import pytest
 from .harness import (
     MODE_IDS,
     MODES,
+    RAW,
     RECORDS,
     BackgroundProducer,
     Cluster,
@@ -128,6 +130,8 @@ def _outage(tmp_path, source, target, report, side, mode=RECORDS):
             time.sleep(2)
         if side == "target":
             assert "STALLED" in mirror.log(), "a mirror stuck behind its target says so"
+        if side == "target" and mode is RAW:
+            _assert_raw_queue_bounded(mirror.log())
         proxy.restore()
     finally:
         acked = stream.stop()
@@ -142,6 +146,16 @@ def _outage(tmp_path, source, target, report, side, mode=RECORDS):
     finally:
         assert mirror.stop(signal.SIGTERM) == 143, mirror.log()
         proxy.stop()
+
+
+def _assert_raw_queue_bounded(log: str) -> None:
+    """Raw mode's batches waiting for the target (its wait lines count them) stay under the
+    fetcher's bound while the target is away: fetching pauses rather than queueing the outage."""
+    from mirror_maker.shallow.fetcher import BUFFER_BATCHES
+
+    waiting = [int(n) for n in re.findall(r"waiting for the target to acknowledge (\d+) batches", log)]
+    assert waiting, "a raw mirror waiting for its target says how many batches wait"
+    assert max(waiting) <= BUFFER_BATCHES, f"{max(waiting)} batches queued for the target (bound {BUFFER_BATCHES})"
 
 
 @pytest.mark.needs_own_brokers("cuts the target off through a proxy")

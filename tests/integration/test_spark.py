@@ -368,8 +368,9 @@ def test_spark_submit_runs_the_tool_on_the_standalone_cluster(tmp_path, source, 
 def test_not_enough_slots_fails_fast_with_a_clear_error(tmp_path, source, target, files, standalone):
     topic = source.create_topic("spark-slots", partitions=3)
     env = {"PYSPARK_PYTHON": sys.executable, "SPARK_LOCAL_IP": "127.0.0.1"}
+    # The check for slots is retried while executors register (30 s by default): 3 times here.
     mirror = spark_mirror(tmp_path, files, topic, "--num.streams", "3", "--spark.master", standalone.url,
-                          env=env)
+                          "--spark.conf", "spark.scheduler.barrier.maxConcurrentTasksCheck.maxFailures=3", env=env)
     assert mirror.wait(START_S) == 1, mirror.log()
     errors = [line for line in mirror.log().splitlines() if " ERROR " in line]
     assert len(errors) == 1 and "not enough Spark task slots: --num.streams 3 needs 3 tasks" in errors[0], errors
