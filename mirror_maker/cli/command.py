@@ -22,6 +22,7 @@ from ..errors import ConfigError, MirrorMakerError
 from ..extras import require
 from ..redaction import redact
 from ..ops.log import configure_logging, resolve_level
+from ..ops.stop_watchdog import dump_stacks_on_sigusr1
 
 log = logging.getLogger("mirror_maker.MirrorMaker")
 
@@ -213,6 +214,7 @@ def spark_options(enabled: bool, fields: dict):
 def main(argv: Optional[List[str]] = None) -> None:
     """Console entry point; exits with Kafka's status codes and never shows a traceback."""
     argv = list(sys.argv[1:] if argv is None else argv)
+    dump_stacks_on_sigusr1()
     sys.exit(invoke(argv))
 
 

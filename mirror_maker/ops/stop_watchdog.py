@@ -51,3 +51,10 @@ class StopWatchdog:
         faulthandler.cancel_dump_traceback_later()
         signal.signal(signal.SIGALRM, self._previous if self._previous is not None else signal.SIG_DFL)
         self._armed = False
+
+
+def dump_stacks_on_sigusr1() -> None:
+    """``kill -USR1 <pid>`` writes every thread's stack to stderr (the log), as ``jstack`` does
+    for Kafka's tools: faulthandler needs no GIL, so it shows a process that seems hung too."""
+    if hasattr(signal, "SIGUSR1") and threading.current_thread() is threading.main_thread():
+        faulthandler.register(signal.SIGUSR1, file=sys.stderr, all_threads=True, chain=False)

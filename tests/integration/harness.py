@@ -369,8 +369,21 @@ class MirrorProcess:
     def wait(self, timeout_s: float = 60.0) -> int:
         try:
             return self.process.wait(timeout_s)
+        except subprocess.TimeoutExpired:
+            self._dump_stacks()
+            raise AssertionError(f"the mirror did not exit within {timeout_s:.0f} s; its log, with every "
+                                 f"thread's stack at the end:\n{self.log()[-30000:]}") from None
         finally:
             self._log.close()
+
+    def _dump_stacks(self) -> None:
+        """Every thread's stack into the log (SIGUSR1: ``ops.stop_watchdog``); ours only."""
+        if self.process.poll() is not None or self.process.args[1:2] != [str(BIN)]:
+            return
+        self.process.send_signal(signal.SIGUSR1)
+        deadline = time.monotonic() + 5
+        while "most recent call first" not in self.log() and time.monotonic() < deadline:
+            time.sleep(0.1)
 
     def stop(self, signum: int = signal.SIGTERM, timeout_s: float = 60.0) -> int:
         if self.process.poll() is None:

@@ -28,3 +28,19 @@ def test_a_stop_stuck_in_a_call_that_holds_the_gil_ends_after_its_bound_with_the
 def test_a_stop_that_finishes_disarms_it():
     done = run("watchdog.arm(1)\nwatchdog.disarm()\ntime.sleep(3)\nprint('still here')\n")
     assert done.returncode == 0 and done.stdout == "still here\n" and "Timeout" not in done.stderr, done
+
+
+
+def test_sigusr1_writes_every_thread_s_stack_even_while_a_call_holds_the_gil():
+    code = PRELUDE + ("from mirror_maker.ops.stop_watchdog import dump_stacks_on_sigusr1\nimport threading\n"
+                      "dump_stacks_on_sigusr1()\nthreading.Thread(target=time.sleep, args=(5,), daemon=True).start()\n"
+                      "print('holding', flush=True)\nctypes.PyDLL(None).sleep(2)\nprint('went on')\n")
+    process = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert process.stdout.readline() == "holding\n"
+        process.send_signal(signal.SIGUSR1)
+        out, err = process.communicate(timeout=10)
+    finally:
+        process.kill()
+    assert process.returncode == 0 and out == "went on\n", (out, err)
+    assert err.count("most recent call first") == 2 and "in <module>" in err, err
