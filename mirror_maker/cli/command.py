@@ -100,7 +100,7 @@ def _mirror(params: dict) -> int:
     fields = {kind: {spec.BY_NAME[name].attr: value for name, value in given.items()
                      if (spec.BY_NAME[name].field or "").startswith(kind + ".")}
               for kind in ("mirror", "replication", "spark")}
-    spark = _spark_options(given.get("spark", False), fields["spark"])
+    spark = spark_options(given.get("spark", False), fields["spark"])
     replication = _replication_options(given, fields["replication"])
 
     from ..config.client_conf import settle_transactions
@@ -199,7 +199,7 @@ def _replication_options(given: dict, fields: dict):
     return replication
 
 
-def _spark_options(enabled: bool, fields: dict):
+def spark_options(enabled: bool, fields: dict):
     """The ``--spark.*`` options (None without ``--spark``)."""
     if not enabled:
         return None

@@ -3,7 +3,8 @@
 
 Reads and checks the whole file before anything connects (one ERROR line and exit 1 for bad
 input), then runs every flow this node takes under one supervisor (``mirror_maker.dedicated``):
-exit 143/130 after a clean stop on SIGTERM/SIGINT, 255 after a fatal failure.
+exit 143/130 after a clean stop on SIGTERM/SIGINT, 255 after a fatal failure. ``--spark`` runs
+every flow's streams as Spark tasks, with the ``--spark.*`` options of ``kafka-mirror-maker``.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from ..errors import ConfigError
 from ..ops.log import configure_logging, resolve_level
 from ..ops.stop_watchdog import dump_stacks_on_sigusr1
 from . import exit_codes
-from .command import error_status
+from .command import error_status, spark_options
 
 log = logging.getLogger("mirror_maker.MirrorMaker")
 
@@ -41,9 +42,25 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--log.level", dest="log_level", metavar="LEVEL",
                    help=f"{spec.BY_NAME['log.level'].doc} Default INFO. Ours, not Kafka's.")
     p.add_argument("--spark", action="store_true",
-                   help="Not available in this mode yet: run a flow on Spark with kafka-mirror-maker --spark.")
+                   help="Run every flow's streams as Spark tasks, one Spark job per flow (PySpark: pip install "
+                   "'kafka-mirror-maker[spark]'). Ours, not Kafka's.")
+    for option in spec.command_line(spec.SPARK):
+        if option.field:
+            p.add_argument(option.flag, dest=_dest(option), metavar="N" if option.type == spec.INT else "VALUE",
+                           type=int if option.type == spec.INT else str,
+                           action="append" if option.repeatable else "store", help=_spark_help(option))
     p.add_argument("--version", action="version", version=__version__)
     return p
+
+
+def _dest(option: spec.Option) -> str:
+    return option.name.replace(".", "_")
+
+
+def _spark_help(option: spec.Option) -> str:
+    if option.name == "spark.master":
+        return "The Spark master URL; default local[N], N the sum of tasks.max over this node's flows."
+    return option.doc
 
 
 def main(argv: Optional[List[str]] = None) -> None:
@@ -61,15 +78,27 @@ def invoke(argv: List[str]) -> int:
         return int(done.code or 0)
     try:
         configure_logging(resolve_level(args.log_level))
-        if args.spark:
-            raise ConfigError("--spark is not available in the dedicated mode yet: run a flow on Spark with "
-                              "kafka-mirror-maker --spark and its MirrorMaker 2 options")
-        return run(args.config, args.clusters)
+        return run(args.config, args.clusters, _spark_options(args))
     except (KeyboardInterrupt, Exception) as exc:
         return error_status(exc)
 
 
-def run(path: str, clusters: Optional[List[str]]) -> int:
+def _spark_options(args: argparse.Namespace):
+    """The ``--spark.*`` options (None without ``--spark``), checked as kafka-mirror-maker does."""
+    given = {option.name: getattr(args, _dest(option)) for option in spec.command_line(spec.SPARK)
+             if option.field and getattr(args, _dest(option)) is not None}
+    for rule in spec.rules(spec.OnlyWith):
+        if rule.option in given and rule.switch == "spark" and not args.spark:
+            raise ConfigError(f"--{rule.option} is only used with --spark")
+    for name, value in given.items():
+        problem = spec.BY_NAME[name].problem(value)
+        if problem:
+            raise ConfigError(f"--{name}: {problem}")
+    return spark_options(args.spark, {spec.BY_NAME[name].attr: value for name, value in given.items()})
+
+
+def run(path: str, clusters: Optional[List[str]], spark=None) -> int:
+    """``spark``: the ``--spark.*`` options, to run the streams as Spark tasks."""
     from ..dedicated.flows import plan_flows, run_settings
     from ..dedicated.mm2_file import read_mm2_file
     from ..dedicated.supervisor import Supervisor
@@ -78,8 +107,13 @@ def run(path: str, clusters: Optional[List[str]]) -> int:
     file = read_mm2_file(path)
     flows = plan_flows(file, clusters)
     settings = run_settings(file)
+    on_spark = None
+    if spark is not None:
+        from ..dedicated.on_spark import SparkFlows
+
+        on_spark = SparkFlows(flows, spark, worker_metrics=settings.metrics_port is not None)
     log.info("Targeting clusters %s", ", ".join(sorted(clusters or file.clusters)))
-    return Supervisor(flows, settings, server_factory=_ops_server(settings)).run()
+    return Supervisor(flows, settings, server_factory=_ops_server(settings), spark=on_spark).run()
 
 
 def _ops_server(settings):

@@ -14,7 +14,8 @@ exporter gives them with Strimzi's MirrorMaker 2 metrics config, which its Grafa
 
 As with JMX, every MirrorMaker 2 metric is a gauge. Differences: records and bytes are counted
 when consumed (MirrorMaker 2 counts records when the target acknowledges them); the rates are
-over the last 30-60 s; the value without a suffix is the window's average.
+over the last 30-60 s; the value without a suffix is the window's average. With ``--spark`` the
+numbers are the workers' as they last sent them (every 5 s), and ours carry a ``worker`` label.
 """
 
 from __future__ import annotations
@@ -55,11 +56,15 @@ class DedicatedMetrics:
         self._rates = Rates()
 
     def _metrics(self) -> Iterable:
-        """(flow, its MirrorMetrics, its running mirror or None) for every pair of this node."""
+        """(flow, its metrics, its streams running now or None for heartbeats only) for every
+        pair of this node. The metrics are a MirrorMetrics, or with ``--spark`` the workers'
+        (``spark.metrics.WorkerMetrics``, which reads the same numbers back)."""
         for runner in self._supervisor.runners:
-            mirror = runner.mirror
-            if mirror is not None:
-                yield runner.flow, mirror.metrics, mirror
+            current = runner.current
+            if current is not None:
+                metrics, tasks = current.metrics()
+                if metrics is not None:
+                    yield runner.flow, metrics, tasks
         for emitter in self._supervisor.heartbeats:
             yield emitter.flow, emitter.metrics, None
 
@@ -67,7 +72,7 @@ class DedicatedMetrics:
         from prometheus_client.core import GaugeMetricFamily, Metric
 
         merged: Dict[str, Metric] = {}
-        for flow, metrics, _mirror in self._metrics():
+        for flow, metrics, _tasks in self._metrics():
             for family in metrics.collect():
                 out = merged.get(family.name)
                 if out is None:
@@ -99,13 +104,13 @@ class DedicatedMetrics:
         lag = Gauge("kafka_consumer_fetch_manager_records_lag", "Records behind the source's high watermark",
                     labels=["clientid", "topic", "partition"])
         connectors, tasks = 0, 0
-        for flow, metrics, mirror in self._metrics():
+        for flow, metrics, running in self._metrics():
             options = flow.config.replication
             connectors += int(options.emit_heartbeats)
-            if mirror is None:
+            if running is None:
                 continue
             connectors += 1 + int(options.emit_checkpoints)
-            tasks += len(mirror.threads)
+            tasks += running
             remote = metrics.target_topic or (lambda topic: topic)
             for tp, records, nbytes, partition_lag, ages, latencies in metrics.partition_values(now):
                 values = [flow.source, flow.target, remote(tp.topic), str(tp.partition)]

@@ -3,8 +3,10 @@ exit status, one status line per flow, one ops endpoint.
 
 Each enabled flow is a :class:`~mirror_maker.engine.runner.MirrorMaker` (the engine the
 MirrorMaker v1 command line runs) in a thread of its own, whose syncs, checkpoints and heartbeats
-run only while this node wins the flow's singleton election (``election``). A pair whose flow is
-not enabled but whose heartbeats are on only writes heartbeats, as MirrorMaker 2's herder does.
+run only while this node wins the flow's singleton election (``election``); with ``--spark``, the
+thread runs the flow's Spark driver instead, whose job's tasks are that engine (``on_spark``). A
+pair whose flow is not enabled but whose heartbeats are on only writes heartbeats, as MirrorMaker
+2's herder does.
 
 A flow that fails is logged and started again after a backoff (1 s, doubling to 60 s) while the
 others go on, unless its failure is fatal by MirrorMaker v1's rules: a record the target refused
@@ -45,6 +47,8 @@ BACKOFF_S = 1.0
 MAX_BACKOFF_S = 60.0
 #: A flow that ran this long before it failed starts its backoff afresh.
 STABLE_S = 300.0
+#: Stopping the SparkContext (``--spark``) after every flow stopped.
+SPARK_STOP_S = 10.0
 
 
 def is_fatal(failure: Exception) -> bool:
@@ -81,13 +85,59 @@ class FlowPrefix(logging.Filter):
         return True
 
 
+class InProcess:
+    """One run of an enabled flow in this process's threads: the MirrorMaker v1 command line's
+    engine. (``on_spark.OnSpark`` is the same as the tasks of a Spark job.)"""
+
+    def __init__(self, flow: Flow, supervisor: "Supervisor", singletons: Callable[[], bool]) -> None:
+        handler, listener = load_plugins(flow.config)
+        self.mirror = MirrorMaker(flow.config, handler, listener, singletons=singletons)
+        self._name = flow.name
+        self._supervisor = supervisor
+
+    def run(self) -> Optional[Exception]:
+        """Until stopped or failed; the failure, if one ended it."""
+        mirror = self.mirror
+        try:
+            self._supervisor.start_mirror(self._name, mirror)
+            mirror.run_until_stopped()
+        except MirrorMakerError as exc:
+            mirror.state.fail(exc)  # type: ignore[arg-type]
+        except Exception as exc:  # a client that cannot be built: retried like a client error
+            log.debug("starting %s failed", self._name, exc_info=True)
+            mirror.state.fail(ClientFailed(f"{type(exc).__name__}: {exc}"))
+        finally:
+            mirror.shutdown()
+        return mirror.state.failure
+
+    def request_stop(self, signum: Optional[int] = None) -> None:
+        self.mirror.state.request_stop(signum)
+
+    def snapshot(self) -> dict:
+        return self.mirror.snapshot()
+
+    def readiness(self) -> Tuple[bool, str]:
+        return self.mirror.readiness()
+
+    def metrics(self):
+        """(its MirrorMetrics, the streams running now)."""
+        return self.mirror.metrics, len(self.mirror.threads)
+
+    @staticmethod
+    def stop_bound_s(flow: Flow) -> float:
+        """A flow's stop: the shutdown timeout, and a grace per thread joined and the producer's close."""
+        return flow.config.shutdown_timeout_s + JOIN_GRACE_S * (flow.config.num_streams + 1)
+
+
 class FlowRunner:
-    """One enabled flow: its mirror, started again after a failure that is not fatal."""
+    """One enabled flow: its runs (``InProcess``, or ``OnSpark``), started again after a
+    failure that is not fatal."""
 
     def __init__(self, flow: Flow, supervisor: "Supervisor", election: SingletonElection) -> None:
         self.flow = flow
         self.election = election
-        self.mirror: Optional[MirrorMaker] = None
+        #: The current run, once there is one.
+        self.current = None
         self.restarts = 0
         self._supervisor = supervisor
         self._thread = threading.Thread(target=self._run, name=flow.name, daemon=True)
@@ -100,38 +150,27 @@ class FlowRunner:
         return not self._thread.is_alive()
 
     def snapshot(self) -> dict:
-        mirror = self.mirror
-        if mirror is None:
+        current = self.current
+        if current is None:
             return {"records": 0, "bytes": 0, "acked": 0, "lag": 0, "dropped": 0, "filtered": 0, "assigned": 0,
                     "queued": 0, "rebalanced": False, "at_end": True}
-        return mirror.snapshot()
+        return current.snapshot()
 
     def readiness(self) -> Tuple[bool, str]:
-        mirror = self.mirror
-        if mirror is None:
+        current = self.current
+        if current is None:
             return False, "not started"
-        return mirror.readiness()
+        return current.readiness()
 
     def _run(self) -> None:
         supervisor, flow, attempt = self._supervisor, self.flow, 0
         take_over(flow)  # from Kafka's MirrorMaker 2, where it left the flow
         while True:
-            handler, listener = load_plugins(flow.config)
-            mirror = MirrorMaker(flow.config, handler, listener, singletons=lambda: self.election.leading)
-            if not supervisor.attach(self, mirror):
+            current = supervisor.new_run(flow, lambda: self.election.leading)
+            if not supervisor.attach(self, current):
                 return  # stopping
             started = time.monotonic()
-            try:
-                supervisor.start_mirror(flow.name, mirror)
-                mirror.run_until_stopped()
-            except MirrorMakerError as exc:
-                mirror.state.fail(exc)  # type: ignore[arg-type]
-            except Exception as exc:  # a client that cannot be built: retried like a client error
-                log.debug("starting %s failed", flow.name, exc_info=True)
-                mirror.state.fail(ClientFailed(f"{type(exc).__name__}: {exc}"))
-            finally:
-                mirror.shutdown()
-            failure = mirror.state.failure
+            failure = current.run()
             if failure is None or supervisor.stopping:
                 return
             if is_fatal(failure):
@@ -178,8 +217,11 @@ class HeartbeatsOnly:
 
 class Supervisor:
     def __init__(self, flows: List[Flow], settings: RunSettings,
-                 server_factory: Optional[Callable[["Supervisor"], object]] = None) -> None:
+                 server_factory: Optional[Callable[["Supervisor"], object]] = None, spark=None) -> None:
+        """``spark``: an ``on_spark.SparkFlows`` to run the flows' streams as Spark tasks
+        (``--spark``); None: in this process's threads."""
         self.settings = settings
+        self.spark = spark
         self._lock = threading.Lock()
         self._start_lock = threading.Lock()
         self._stop = threading.Event()
@@ -209,12 +251,18 @@ class Supervisor:
 
     # -- what the flows call -----------------------------------------------------------
 
-    def attach(self, runner: FlowRunner, mirror: MirrorMaker) -> bool:
-        """Make ``mirror`` the runner's current one, unless the process is stopping."""
+    def new_run(self, flow: Flow, singletons: Callable[[], bool]):
+        """A flow's next run, in threads or on Spark."""
+        if self.spark is not None:
+            return self.spark.attempt(flow, singletons)
+        return InProcess(flow, self, singletons)
+
+    def attach(self, runner: FlowRunner, current) -> bool:
+        """Make ``current`` the runner's current run, unless the process is stopping."""
         with self._lock:
             if self._stop.is_set():
                 return False
-            runner.mirror = mirror
+            runner.current = current
             return True
 
     def start_mirror(self, name: str, mirror: MirrorMaker) -> None:
@@ -246,9 +294,9 @@ class Supervisor:
             if self.stop_signal is None and signum is not None:
                 self.stop_signal = signum
             self._stop.set()
-            mirrors = [runner.mirror for runner in self.runners if runner.mirror is not None]
-        for mirror in mirrors:
-            mirror.state.request_stop(signum)
+            runs = [runner.current for runner in self.runners if runner.current is not None]
+        for current in runs:
+            current.request_stop(signum)
 
     # -- the run -----------------------------------------------------------------------
 
@@ -275,6 +323,9 @@ class Supervisor:
                  ", ".join(h.flow.name for h in self.heartbeats) or "none")
         if self._server_factory is not None:
             self._server = self._server_factory(self)
+        if self.spark is not None:
+            self.spark.start()
+            self._install_signal_handlers()  # a SparkContext made in the main thread takes SIGINT
         for election in self.elections.values():
             election.start()
         for emitter in self.heartbeats:
@@ -284,9 +335,9 @@ class Supervisor:
 
     def stop_bound_s(self) -> float:
         """How long the stop may take: every flow stops at once, each within its own bound."""
-        bounds = [self.settings.shutdown_timeout_ms / 1000.0 + JOIN_GRACE_S * (r.flow.config.num_streams + 1)
-                  for r in self.runners]
-        return max(bounds, default=0.0) + 2 * JOIN_GRACE_S
+        engine = self.spark if self.spark is not None else InProcess
+        bounds = [engine.stop_bound_s(runner.flow) for runner in self.runners]
+        return max(bounds, default=0.0) + 2 * JOIN_GRACE_S + (SPARK_STOP_S if self.spark is not None else 0.0)
 
     def _shutdown(self) -> None:
         self.request_stop()
@@ -305,6 +356,8 @@ class Supervisor:
                 election.stop()
             for election in self.elections.values():
                 election.join(JOIN_GRACE_S)
+            if self.spark is not None:
+                self.spark.close()
             if self._server is not None:
                 self._server.stop()
         finally:
@@ -327,7 +380,8 @@ class Supervisor:
     def _install_signal_handlers(self) -> None:
         if threading.current_thread() is threading.main_thread():
             for signum in SIGNALS:
-                self._previous_handlers[signum] = signal.signal(signum, self._on_signal)
+                previous = signal.signal(signum, self._on_signal)
+                self._previous_handlers.setdefault(signum, previous)
 
     def _restore_signal_handlers(self) -> None:
         for signum, previous in self._previous_handlers.items():

@@ -6,8 +6,10 @@ So the driver listens on a TCP port and every worker connects to it. Messages ar
 one per line. The first line from a worker must be ``{"t": "hello", "token": ...}`` with the
 run's random token, or the connection is dropped; the token travels inside the task closure.
 
-Driver to worker: ``stop``. Worker to driver: ``status``, ``log``, ``failed``, ``done``.
-A worker that loses the connection (the driver died) stops as if told to.
+Driver to worker: ``stop``, and ``singletons`` (whether this node runs the flow's syncs,
+checkpoints and heartbeats: the dedicated mode's election). Worker to driver: ``status``, ``log``,
+``metrics``, ``failed``, ``done``. A worker that loses the connection (the driver died) stops as
+if told to.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ import socket
 import socketserver
 import threading
 import time
-from typing import Callable, Dict, Tuple
+from typing import Callable, Dict, Optional, Tuple
 
 log = logging.getLogger("mirror_maker.spark.control")
 
@@ -54,19 +56,23 @@ class ControlServer:
     ``stop_all()`` tells every connected worker to stop, and every worker that connects later
     (a worker still starting when the signal came). ``stop_connected()`` tells only the
     connected ones (the job is being torn down by Spark; a restarted job must run).
+    ``announce(message)`` tells every connected worker, and every later one, the latest message
+    of its kind. ``name`` names the server's threads (their log lines say whose they are).
     """
 
     def __init__(self, bind: str, port: int, token: str,
-                 on_message: Callable[[dict, dict], None]) -> None:
+                 on_message: Callable[[dict, dict], None], name: str = "spark-control") -> None:
         self._token = token
         self._on_message = on_message
         self._connections: Dict[int, _Connection] = {}
         self._lock = threading.Lock()
         self._stopping = False
+        self._announced: Dict[str, dict] = {}
         server = self
 
         class Handler(socketserver.StreamRequestHandler):
             def handle(self) -> None:
+                threading.current_thread().name = f"{name}-connection"
                 server._serve(self.connection, self.rfile)
 
         class Server(socketserver.ThreadingTCPServer):
@@ -75,8 +81,7 @@ class ControlServer:
 
         self._server = Server((bind, port), Handler)
         self.port = self._server.server_address[1]
-        self._thread = threading.Thread(target=self._server.serve_forever, name="spark-control",
-                                        daemon=True)
+        self._thread = threading.Thread(target=self._server.serve_forever, name=name, daemon=True)
 
     def start(self) -> "ControlServer":
         self._thread.start()
@@ -106,6 +111,13 @@ class ControlServer:
         for connection in connections:
             connection.send({"t": "stop"})
 
+    def announce(self, message: dict) -> None:
+        with self._lock:
+            self._announced[message["t"]] = message
+            connections = list(self._connections.values())
+        for connection in connections:
+            connection.send(message)
+
     def _serve(self, sock: socket.socket, rfile) -> None:
         sock.settimeout(HELLO_TIMEOUT_S)
         try:
@@ -123,6 +135,9 @@ class ControlServer:
         with self._lock:
             self._connections[key] = connection
             stopping = self._stopping
+            announced = list(self._announced.values())
+        for message in announced:
+            connection.send(message)
         if stopping:
             connection.send({"t": "stop"})
         try:
@@ -145,12 +160,14 @@ class ControlServer:
 
 
 class ControlClient:
-    """The worker's end: connects, says hello, calls ``on_stop`` on ``stop`` or when the line drops."""
+    """The worker's end: connects, says hello, calls ``on_stop`` on ``stop`` or when the line
+    drops, and ``on_message`` with any other message from the driver."""
 
     def __init__(self, address: Tuple[str, int], token: str, hello: dict,
-                 on_stop: Callable[[], None]) -> None:
+                 on_stop: Callable[[], None], on_message: Optional[Callable[[dict], None]] = None) -> None:
         self._address = address
         self._on_stop = on_stop
+        self._on_message = on_message
         self._lock = threading.Lock()
         self._sock = self._connect(address)
         self._closed = False
@@ -179,11 +196,19 @@ class ControlClient:
             return False
 
     def _read(self) -> None:
-        self._sock.settimeout(None)
         try:
+            self._sock.settimeout(None)  # raises if the worker closed the line already
             for line in self._sock.makefile("rb"):
-                if line.strip() == _encode({"t": "stop"}).strip():
+                try:
+                    message = json.loads(line)
+                except ValueError:
+                    continue
+                if not isinstance(message, dict):
+                    continue
+                if message.get("t") == "stop":
                     self._on_stop()
+                elif self._on_message is not None:
+                    self._on_message(message)
         except OSError:
             pass
         if not self._closed:

@@ -1,18 +1,22 @@
-"""``--spark``: the driver that runs the N streams as one barrier job of N Spark tasks.
+"""``--spark``: the driver that runs N streams as one barrier job of N Spark tasks.
 
 Barrier execution makes Spark start all N tasks at once or fail the job ("not enough slots"),
 instead of queueing the streams that do not fit behind ones that never end. The driver:
 
-* starts the control channel and the SparkContext (forced settings, loopback in local mode),
-  ships the user's plugin modules and ``--spark.py.files`` to the executors;
-* submits the job from a thread (job groups are thread-local), and meanwhile logs the workers'
-  lines, the combined status line, and stops them when every partition is caught up
+* starts its control channel on the process's SparkContext (``context``: one per process,
+  shared by every driver of it; ``connect-mirror-maker --spark`` runs one driver per flow);
+* submits the job from a thread (job groups are thread-local; each driver has its own group, so
+  cancelling one driver's job leaves the others'), and meanwhile logs the workers' lines, the
+  combined status line, and stops them when every partition is caught up
   (``--exit.when.caught.up``);
-* on SIGTERM/SIGINT tells every worker to stop (flush, commit, return); a second signal, or
-  the workers not returning within the shutdown timeout, cancels the job (a hard kill);
+* on SIGTERM/SIGINT (or ``request_stop``) tells every worker to stop (flush, commit, return); a
+  second signal, or the workers not returning within the shutdown timeout, cancels the job (a
+  hard kill);
 * restarts the job when a worker dies (a barrier stage is never retried by Spark), at most
   ``--spark.max.restarts`` times in a row; never after a worker failed on its own (an abort):
-  that failure is raised as the error the command line maps to an exit code.
+  that failure is raised, as the engine's error class, for the caller to map to an exit code;
+* with ``singletons`` (the dedicated mode's election), tells task 0 whether this node runs the
+  flow's syncs, checkpoints and heartbeats, whenever that changes.
 """
 
 from __future__ import annotations
@@ -20,27 +24,23 @@ from __future__ import annotations
 import functools
 import logging
 import os
-import re
 import secrets
 import signal
-import sys
-import tempfile
 import threading
 import time
 from dataclasses import replace
-from typing import Dict, Optional, Tuple
+from typing import Callable, Dict, Optional, Tuple
 
+from .. import errors
 from ..cli import exit_codes
 from ..config.mirror_config import MirrorMakerConfig
 from ..ops.endpoint import OpsServer
 from ..errors import ConfigError, MirrorFailure
-from ..extras import require
 from ..ops.status import StatusReporter, combine
+from .context import SparkRuntime, describe_job_error, import_pyspark
 from .control import ControlServer
 from .metrics import WorkerMetrics
-from .settings import (SparkOptions, SparkPlan, parse_conf, plan as make_plan, submitted_notes,
-                       worker_python)
-from .shipping import check_py_files, modules_to_ship, pack
+from .settings import SparkOptions, plan as make_plan
 from .task import TaskPlan, run_stream
 
 log = logging.getLogger("mirror_maker.spark.driver")
@@ -57,27 +57,30 @@ SIGNALS = (signal.SIGTERM, signal.SIGINT)
 COUNTERS = ("records", "bytes", "acked", "dropped")
 
 
-def import_pyspark():
-    return require("spark", "pyspark", "--spark")
-
-
-def describe_job_error(text: str) -> str:
-    """The line of a Spark job failure that says what happened (Py4J errors are pages long)."""
-    lines = [line.strip() for line in text.splitlines() if line.strip()]
-    for pattern in (r"BarrierJobSlotsNumberCheckFailed", r"cannot reach the driver's control channel",
-                    r"Python worker exited unexpectedly", r"Job aborted due to stage failure",
-                    r"Exception: ", r"Error: "):
-        for line in lines:
-            if re.search(pattern, line):
-                return line[:400]
-    return (lines[0] if lines else "unknown error")[:400]
+def worker_failure(message: dict, worker) -> errors.MirrorMakerError:
+    """A worker's "failed" message as the error the engine raised (its class name travels with
+    it): what is fatal, retried or bad input stays so for the driver's caller."""
+    error = f"worker {worker}: {message.get('error')}"
+    found = getattr(errors, str(message.get("class")), None)
+    if isinstance(found, type) and issubclass(found, (ConfigError, MirrorFailure)):
+        return found(error)
+    return ConfigError(error) if message.get("kind") == "config" else MirrorFailure(error)
 
 
 class SparkDriver:
-    def __init__(self, config: MirrorMakerConfig, options: SparkOptions, spark: SparkPlan) -> None:
+    def __init__(self, config: MirrorMakerConfig, runtime: SparkRuntime, max_restarts: int, name: str = "",
+                 singletons: Optional[Callable[[], bool]] = None, worker_metrics: bool = False) -> None:
+        """``name``: the flow this driver runs (its job group, its threads' names); ``singletons``:
+        whether this node runs the syncs, checkpoints and heartbeats now (task 0 runs them; None:
+        always); ``worker_metrics``: collect the workers' metrics although this driver serves no
+        ``--metrics.port`` (the caller serves them)."""
         self.config = config
-        self.options = options
-        self.spark = spark
+        self.runtime = runtime
+        self.max_restarts = max_restarts
+        self.name = name
+        self.job_group = f"{JOB_GROUP}:{name}" if name else JOB_GROUP
+        self._singletons = singletons
+        self._announced: Optional[bool] = None
         self.streams = config.num_streams
         self._lock = threading.Lock()
         self._job = 0
@@ -94,12 +97,15 @@ class SparkDriver:
         self.caught_up = False
         self._previous_handlers = {}
         self._server: Optional[ControlServer] = None
-        self._metrics: Optional[WorkerMetrics] = None
+        self._address: Optional[Tuple[str, int]] = None
+        #: The workers' metrics, with --metrics.port or for the caller's endpoint.
+        self.metrics: Optional[WorkerMetrics] = (
+            WorkerMetrics(self.running, lambda: self.restarts)
+            if worker_metrics or config.metrics_port is not None else None)
         self._ops: Optional[OpsServer] = None
         self.restarts = 0
         #: (job, worker) -> pid of each worker whose control connection is open.
         self._connected: Dict[tuple, int] = {}
-        self._sc = None
         self._token = secrets.token_hex(16)
         self._status = StatusReporter(self.snapshot, config.status_interval_ms / 1000.0,
                                       progress=config.exit_when_caught_up)
@@ -137,8 +143,8 @@ class SparkDriver:
             if logger.isEnabledFor(level):
                 logger.handle(logger.makeRecord(logger.name, level, "(worker)", 0, "worker %s: %s",
                                                 (worker, message.get("msg", "")), None))
-        elif kind == "metrics" and current and self._metrics is not None:
-            self._metrics.update(worker, str(message.get("text", "")))
+        elif kind == "metrics" and current and self.metrics is not None:
+            self.metrics.update(worker, str(message.get("text", "")))
         elif kind == "status" and current:
             with self._lock:
                 if worker not in self._done:
@@ -152,9 +158,7 @@ class SparkDriver:
                 if self._server is not None:
                     self._server.stop_connected()
         elif kind == "failed":
-            error = f"worker {worker}: {message.get('error')}"
-            failure = (ConfigError(error) if message.get("kind") == "config" else
-                       MirrorFailure(f"{error} - the mirror maker stopped without committing past it"))
+            failure = worker_failure(message, worker)
             with self._lock:
                 first = self._failure is None
                 if first:
@@ -174,6 +178,21 @@ class SparkDriver:
         self._stopping.set()
         if self._server is not None:
             self._server.stop_all()
+
+    def request_stop(self, signum: Optional[int] = None) -> None:
+        """Stop every worker (flush, commit, return), as a first signal would; the caller owns
+        the signal and the exit status."""
+        self._request_stop()
+
+    @property
+    def failure(self) -> Optional[Exception]:
+        """The failure of a worker that ended the run, if one did."""
+        return self._failure
+
+    @staticmethod
+    def stop_bound(config: MirrorMakerConfig) -> float:
+        """How long a stop may take: the workers' own bound, then the cancel and its kill."""
+        return config.shutdown_timeout_s + CANCEL_GRACE_S + 2 * TICK_S
 
     # -- signals -------------------------------------------------------------------------
 
@@ -199,52 +218,23 @@ class SparkDriver:
 
     # -- start ---------------------------------------------------------------------------
 
-    def start(self) -> None:
-        pyspark = import_pyspark()
-        py_files = check_py_files(self.options.py_files)
-        for level, note in self.spark.notes:
-            log.log(getattr(logging, level), "%s", note)
-        python, note = worker_python(self.spark.local, os.environ, sys.executable)
-        if note:
-            log.warning("%s", note) if self.spark.local else log.info("%s", note)
-        if python:
-            os.environ["PYSPARK_PYTHON"] = python  # the conf key is ignored by a python-started app
-        if self.spark.local:
-            os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-        conf = pyspark.SparkConf()  # under spark-submit: the settings it was given
-        submitted = dict(conf.getAll())
-        for level, note in submitted_notes(submitted, parse_conf(self.options.conf)):
-            log.log(getattr(logging, level), "%s", note)
-        conf.setMaster(self.spark.master)
-        for key, value in self.spark.conf.items():
-            if key not in self.spark.defaulted or key not in submitted:
-                conf.set(key, value)
+    def serve_metrics(self) -> None:
+        """``--metrics.port``: before the SparkContext, whose JVM opens listening ports of its
+        own, so that a busy port is one line before a cold start of seconds rather than after."""
         if self.config.metrics_port is not None:
-            # Before the SparkContext: its JVM opens listening ports of its own, and a busy
-            # --metrics.port is one line before a cold start of seconds rather than after it.
-            self._metrics = WorkerMetrics(self._running, lambda: self.restarts)
-            self._ops = OpsServer(self.config.metrics_bind, self.config.metrics_port, self._metrics,
+            self._ops = OpsServer(self.config.metrics_bind, self.config.metrics_port, self.metrics,
                                   self.readiness).start()
-        log.info("Starting Spark (master %s) for %d streams", self.spark.master, self.streams)
-        logging.getLogger("py4j").setLevel(logging.WARNING)  # a line per gateway connection
-        try:
-            self._sc = pyspark.SparkContext(conf=conf)
-        except Exception as exc:
-            raise ConfigError(f"--spark: Spark did not start (it needs Java 17 or later on PATH or "
-                              f"in JAVA_HOME): {describe_job_error(str(exc))}") from None
-        host = "127.0.0.1" if self.spark.local else self._sc.getConf().get("spark.driver.host")
-        bind = "127.0.0.1" if self.spark.local else "0.0.0.0"
-        self._server = ControlServer(bind, 0, self._token, self._on_message).start()
-        self._address = (host, self._server.port)
-        self._workdir = tempfile.TemporaryDirectory(prefix="mirror-maker-spark-")
-        plugins = (self.config.message_handler, self.config.rebalance_listener)
-        for name, location in modules_to_ship(plugins):
-            log.info("Shipping %s (%s) to the Spark executors", name, location)
-            self._sc.addPyFile(pack(name, location, self._workdir.name))
-        for path in py_files:
-            self._sc.addPyFile(path)
 
-    def _running(self) -> int:
+    def start(self) -> None:
+        """The control channel, on the runtime's SparkContext (started)."""
+        host, bind = self.runtime.control_address()
+        thread = f"{self.name}/spark-control" if self.name else "spark-control"
+        self._server = ControlServer(bind, 0, self._token, self._on_message, name=thread).start()
+        self._address = (host, self._server.port)
+        if self._stopping.is_set():  # asked to stop while it was starting
+            self._server.stop_all()
+
+    def running(self) -> int:
         """Workers of the current job whose control connection is open."""
         with self._lock:
             return sum(1 for job, _worker in self._connected if job == self._job)
@@ -253,7 +243,7 @@ class SparkDriver:
         """/ready: every worker of the current job reports, and partitions are assigned."""
         if self._stopping.is_set():
             return False, "stopping"
-        running = self._running()
+        running = self.running()
         if running < self.streams:
             return False, f"{running} of {self.streams} Spark workers running"
         assigned = self.snapshot()["assigned"]
@@ -267,7 +257,7 @@ class SparkDriver:
         self._install_signal_handlers()
         restarts = 0
         try:
-            while True:
+            while not self._stopping.is_set():
                 started = time.monotonic()
                 error = self._run_job()
                 if self._failure is not None:
@@ -276,14 +266,14 @@ class SparkDriver:
                     break
                 if time.monotonic() - started > STABLE_S:
                     restarts = 0
-                if restarts >= self.options.max_restarts:
+                if restarts >= self.max_restarts:
                     raise MirrorFailure(f"the Spark job failed {restarts + 1} times in a row "
-                                        f"(--spark.max.restarts {self.options.max_restarts}): {error}")
+                                        f"(--spark.max.restarts {self.max_restarts}): {error}")
                 restarts += 1
                 self.restarts += 1
                 log.warning("The Spark job ended (%s): restarting all %d streams in %.0f s (restart "
                             "%d of at most %d in a row)", error, self.streams, RESTART_BACKOFF_S,
-                            restarts, self.options.max_restarts)
+                            restarts, self.max_restarts)
                 if self._stopping.wait(RESTART_BACKOFF_S):
                     break
         finally:
@@ -311,20 +301,23 @@ class SparkDriver:
         task_config = replace(self.config, status_interval_ms=0, metrics_port=None,
                               exit_when_caught_up=False)
         plan = TaskPlan(task_config, self._address, self._token, self._job,
-                        logging.getLogger().getEffectiveLevel(), not self.spark.local,
-                        metrics=self._metrics is not None)
+                        logging.getLogger().getEffectiveLevel(), not self.runtime.local,
+                        metrics=self.metrics is not None, elected=self._singletons is not None)
         result: dict = {}
+        sc = self.runtime.sc
 
         def submit() -> None:
-            self._sc.setJobGroup(JOB_GROUP, "mirror streams", interruptOnCancel=True)  # per thread
+            described = f"mirror streams of {self.name}" if self.name else "mirror streams"
+            sc.setJobGroup(self.job_group, described, interruptOnCancel=True)  # per thread
             try:
-                rdd = self._sc.parallelize(range(self.streams), self.streams)
+                rdd = sc.parallelize(range(self.streams), self.streams)
                 result["summaries"] = rdd.barrier().mapPartitions(
                     functools.partial(run_stream, plan)).collect()
             except Exception as exc:
                 result["error"] = str(exc)
 
-        thread = threading.Thread(target=submit, name="spark-job", daemon=True)
+        thread = threading.Thread(target=submit, name=f"{self.name}/spark-job" if self.name else "spark-job",
+                                  daemon=True)
         thread.start()
         self._watch(thread)
         if "error" in result:
@@ -332,8 +325,9 @@ class SparkDriver:
                 self._server.stop_connected()  # let surviving workers commit before Spark kills them
             reason = describe_job_error(result["error"])
             if "BarrierJobSlotsNumberCheckFailed" in reason:
-                raise ConfigError(f"not enough Spark task slots: --num.streams {self.streams} needs "
-                                  f"{self.streams} tasks running at once on {self.spark.master} "
+                asked = f"{self.name}'s tasks.max" if self.name else "--num.streams"
+                raise ConfigError(f"not enough Spark task slots: {asked} {self.streams} needs "
+                                  f"{self.streams} tasks running at once on {self.runtime.master} "
                                   f"(executors x cores / spark.task.cpus)")
             return reason
         for summary in sorted(result.get("summaries", []), key=lambda s: s["worker"]):
@@ -350,6 +344,7 @@ class SparkDriver:
         cancel_at: Optional[float] = None
         while job.is_alive():
             job.join(TICK_S)
+            self._announce_singletons()
             self._status.tick()
             if self.config.exit_when_caught_up and not self._stopping.is_set() and self._status.caught_up():
                 self.caught_up = True
@@ -362,10 +357,20 @@ class SparkDriver:
                 if not self._hard:
                     log.warning("The Spark workers did not stop in time: cancelling the job (records "
                                 "they did not commit are mirrored again on restart)")
-                self._sc.cancelJobGroup(JOB_GROUP)
+                self.runtime.sc.cancelJobGroup(self.job_group)
                 self._cancelled = True
-        if self._cancelled and self.spark.local:
+        if self._cancelled and self.runtime.local:
             self._kill_local_workers()
+
+    def _announce_singletons(self) -> None:
+        """Tell the workers (task 0 runs them) whether this node runs the singletons, when that
+        changes; a worker that connects later is told at once."""
+        if self._singletons is None or self._server is None:
+            return
+        leading = bool(self._singletons())
+        if leading != self._announced:
+            self._announced = leading
+            self._server.announce({"t": "singletons", "on": leading})
 
     def _kill_local_workers(self) -> None:
         """After a hard cancel in local mode, make sure no worker outlives the driver.
@@ -398,14 +403,11 @@ class SparkDriver:
         return exit_codes.OK
 
     def close(self) -> None:
+        """The control channel and the metrics server; the SparkContext is the runtime's."""
         if self._ops is not None:
             self._ops.stop()
-        if self._sc is not None:
-            self._sc.stop()
         if self._server is not None:
             self._server.close()
-        if getattr(self, "_workdir", None) is not None:
-            self._workdir.cleanup()
 
 
 def submitted_master(pyspark) -> Optional[str]:
@@ -420,9 +422,19 @@ def submitted_master(pyspark) -> Optional[str]:
 def run_on_spark(config: MirrorMakerConfig, options: SparkOptions) -> int:
     """Run the mirror's streams as Spark tasks until a signal, a failure or the end."""
     spark = make_plan(options, config.num_streams, submitted_master=submitted_master(import_pyspark()))
-    driver = SparkDriver(config, options, spark)
+    plugins = (config.message_handler, config.rebalance_listener, config.replication.policy)
+    runtime = SparkRuntime(options, spark, plugins)
+    driver = SparkDriver(config, runtime, options.max_restarts)
     try:
+        runtime.prepare()
+        driver.serve_metrics()
+        runtime.start(config.num_streams)
         driver.start()
         return driver.run()
+    except MirrorFailure as exc:
+        if exc is not driver.failure:
+            raise
+        raise type(exc)(f"{exc} - the mirror maker stopped without committing past it") from None
     finally:
         driver.close()
+        runtime.close()

@@ -6,16 +6,24 @@ channel. The driver re-exports every family once, each sample with a ``worker`` 
 the dashboards written for the threads (``sum by (topic) (...)``) work unchanged. A restarted
 job's workers start their counters from zero again, which Prometheus' ``rate()`` treats as the
 counter resets they are.
+
+For the dedicated mode's MirrorMaker 2 metric names, the same texts are read back into what
+:class:`~mirror_maker.ops.metrics.MirrorMetrics` gives a process (``partition_values``,
+``failover_values``), the workers combined: records and bytes summed per source partition, a
+window's min of the minimums, max of the maximums and mean of the averages, as each worker
+computed them when it last sent (every few seconds).
 """
 
 from __future__ import annotations
 
 import threading
-from typing import Callable, Dict
+from typing import Callable, Dict, Iterable, List, Optional, Tuple
 
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.parser import text_string_to_metric_families
+
+from ..records import TopicPartition
 
 #: How often a worker sends its metrics (only when the driver serves them).
 EVERY_S = 5.0
@@ -29,24 +37,27 @@ def render(collector) -> str:
 
 
 class WorkerMetrics:
-    """The prometheus_client collector of the driver: the latest text of each worker, relabelled."""
+    """The prometheus_client collector of the driver: the latest metrics of each worker, relabelled."""
 
     def __init__(self, running: Callable[[], int], restarts: Callable[[], int]) -> None:
-        self._texts: Dict[int, str] = {}
+        self._families: Dict[int, List[Metric]] = {}
         self._lock = threading.Lock()
         self._running = running
         self._restarts = restarts
 
     def update(self, worker: int, text: str) -> None:
+        families = list(text_string_to_metric_families(text))
         with self._lock:
-            self._texts[worker] = text
+            self._families[worker] = families
+
+    def _latest(self) -> List[Tuple[int, List[Metric]]]:
+        with self._lock:
+            return sorted(self._families.items())
 
     def collect(self):
-        with self._lock:
-            texts = sorted(self._texts.items())
         families: Dict[str, Metric] = {}
-        for worker, text in texts:
-            for family in text_string_to_metric_families(text):
+        for worker, texts in self._latest():
+            for family in texts:
                 merged = families.get(family.name)
                 if merged is None:
                     merged = families[family.name] = Metric(family.name, family.documentation, family.type)
@@ -57,3 +68,69 @@ class WorkerMetrics:
                                 value=self._running())
         yield CounterMetricFamily("mirrormaker_spark_restarts", "Times the driver restarted the Spark job",
                                   value=self._restarts())
+
+    # -- MirrorMetrics' numbers, the workers combined ----------------------------------------
+
+    def _samples(self, *names: str) -> Iterable[Tuple[str, dict, float]]:
+        wanted = set(names)
+        for _worker, texts in self._latest():
+            for family in texts:
+                for sample in family.samples:
+                    if sample.name in wanted:
+                        yield sample.name, sample.labels, sample.value
+
+    @property
+    def target_topic(self) -> Optional[Callable[[str], str]]:
+        """A source topic's name on the target, as the workers label it (None: no policy)."""
+        names = {labels["topic"]: labels["target_topic"] for _n, labels, _v in
+                 self._samples("mirrormaker_record_count_total") if "target_topic" in labels}
+        return (lambda topic: names.get(topic, topic)) if names else None
+
+    def partition_values(self, now: Optional[float] = None):
+        """As ``MirrorMetrics.partition_values``: per source partition (tp, records, bytes, lag,
+        record ages, replication latencies), the windows as (min, max, avg) or None."""
+        counts: Dict[TopicPartition, List[float]] = {}
+        lags: Dict[TopicPartition, float] = {}
+        windows: Dict[Tuple[str, TopicPartition], Dict[str, List[float]]] = {}
+        names = ["mirrormaker_record_count_total", "mirrormaker_byte_count_total", "mirrormaker_consumer_lag"]
+        names += [f"mirrormaker_{w}_{stat}" for w in WINDOWS for stat in STATS]
+        for name, labels, value in self._samples(*names):
+            tp = TopicPartition(labels["topic"], int(labels["partition"]))
+            if name == "mirrormaker_consumer_lag":
+                lags[tp] = max(value, lags.get(tp, value))
+            elif name.endswith("_total"):
+                counts.setdefault(tp, [0, 0])[0 if "record_count" in name else 1] += value
+            else:
+                window, stat = name[len("mirrormaker_"):].rsplit("_", 1)
+                windows.setdefault((window, tp), {}).setdefault(stat, []).append(value)
+        for tp in sorted(counts):
+            records, nbytes = counts[tp]
+            ages, latencies = (_combined(windows.get((window, tp))) for window in WINDOWS)
+            yield tp, int(records), int(nbytes), lags.get(tp), ages, latencies
+
+    def failover_values(self, now: Optional[float] = None):
+        """As ``MirrorMetrics.failover_values``: (offset syncs, checkpoints, heartbeats) written,
+        and per (group, source partition) the checkpoint latency window (min, max, avg)."""
+        counters = ("mirrormaker_offset_syncs_total", "mirrormaker_checkpoints_total", "mirrormaker_heartbeats_total")
+        totals = dict.fromkeys(counters, 0.0)
+        windows: Dict[Tuple[str, TopicPartition], Dict[str, List[float]]] = {}
+        stats = [f"mirrormaker_checkpoint_latency_ms_{stat}" for stat in STATS]
+        for name, labels, value in self._samples(*counters, *stats):
+            if name in totals:
+                totals[name] += value
+            else:
+                key = (labels["group"], TopicPartition(labels["topic"], int(labels["partition"])))
+                windows.setdefault(key, {}).setdefault(name.rsplit("_", 1)[1], []).append(value)
+        latencies = [(group, tp, _combined(windows[(group, tp)])) for group, tp in sorted(windows)]
+        return tuple(int(totals[name]) for name in counters), latencies
+
+
+WINDOWS = ("record_age_ms", "replication_latency_ms")
+STATS = ("min", "max", "avg")
+
+
+def _combined(stats: Optional[Dict[str, List[float]]]) -> Optional[Tuple[float, float, float]]:
+    """Several workers' (min, max, avg) of one window as one; None if none had it."""
+    if not stats or any(stat not in stats for stat in STATS):
+        return None
+    return min(stats["min"]), max(stats["max"]), sum(stats["avg"]) / len(stats["avg"])

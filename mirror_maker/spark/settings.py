@@ -100,10 +100,11 @@ def parse_conf(items: Iterable[str]) -> Dict[str, str]:
 
 
 def plan(options: SparkOptions, streams: int, cpu_count: Optional[int] = None,
-         submitted_master: Optional[str] = None) -> SparkPlan:
+         submitted_master: Optional[str] = None, asked: Optional[str] = None) -> SparkPlan:
     """Master and conf for ``streams`` concurrent tasks; refuses a local master with too few slots.
 
-    ``submitted_master`` is spark-submit's ``--master`` when spark-submit started the tool.
+    ``submitted_master`` is spark-submit's ``--master`` when spark-submit started the tool;
+    ``asked``: what asks for the streams, for the refusal's line (``--num.streams N``).
     """
     master = (options.master or submitted_master or f"local[{streams}]").strip()
     local = is_local(master)
@@ -111,8 +112,9 @@ def plan(options: SparkOptions, streams: int, cpu_count: Optional[int] = None,
     if local and slots is None and master.startswith("local[*"):
         slots = cpu_count or os.cpu_count() or 1
     if local and slots is not None and slots < streams:
-        raise ConfigError(f"--spark.master {master} runs {slots} task(s) at once but --num.streams "
-                          f"{streams} needs {streams}: use local[{streams}]")
+        asked = asked or f"--num.streams {streams}"
+        raise ConfigError(f"--spark.master {master} runs {slots} task(s) at once but {asked} needs "
+                          f"{streams}: use local[{streams}]")
     user = parse_conf(options.conf)
     conf = dict(DEFAULTS)
     if local:

@@ -5,6 +5,8 @@ consumer is ``<group>-<n>`` exactly as thread n's would be) with the same handle
 flush-before-commit and abort rules, and reports to the driver over the control channel: its
 numbers every second, its log lines, its failure. It stops, flushes and commits when the
 driver says so, when the executor shuts it down (SIGTERM/SIGHUP), or when the driver is gone.
+Task 0 also runs the syncs, checkpoints and heartbeats (the engine runs them with stream 0); in
+the dedicated mode only while the driver says its node won the flow's election.
 
 A failure never raises out of the task: raising would make Spark abort the barrier job, which
 the driver treats as a dead worker and restarts, straight back into the same failure. The task
@@ -49,6 +51,9 @@ class TaskPlan:
     log_to_stderr: bool
     #: The driver serves --metrics.port: send the metrics every few seconds.
     metrics: bool = False
+    #: Task 0 runs the syncs, checkpoints and heartbeats only while the driver says this node
+    #: is the elected one (the dedicated mode); else always.
+    elected: bool = False
 
 
 class _Forward(logging.Handler):
@@ -120,9 +125,14 @@ def run_stream(plan: TaskPlan, _partition: Iterator) -> Iterator[dict]:
 
 def run_worker(plan: TaskPlan, index: int, barrier: Callable[[], None]) -> dict:
     register_secrets(plan.config.consumer, plan.config.producer)  # this process's log lines too
-    stop = threading.Event()
+    stop, leading = threading.Event(), threading.Event()
     hello = {"worker": index, "job": plan.job, "pid": os.getpid(), "host": socket.gethostname()}
-    client = ControlClient(plan.control, plan.token, hello, stop.set)
+
+    def on_message(message: dict) -> None:
+        if message.get("t") == "singletons":
+            leading.set() if message.get("on") else leading.clear()
+
+    client = ControlClient(plan.control, plan.token, hello, stop.set, on_message)
     root = logging.getLogger()
     saved = (list(root.handlers), root.level)
     root.handlers = [_Forward(client)]
@@ -133,7 +143,7 @@ def run_worker(plan: TaskPlan, index: int, barrier: Callable[[], None]) -> dict:
     root.setLevel(plan.log_level)
     try:
         barrier()  # every stream joins the group at once: one rebalance instead of N
-        summary = _mirror(plan, index, client, stop)
+        summary = _mirror(plan, index, client, stop, leading.is_set if plan.elected else None)
         client.send({"t": "done", "summary": summary})
         return summary
     finally:
@@ -142,12 +152,13 @@ def run_worker(plan: TaskPlan, index: int, barrier: Callable[[], None]) -> dict:
         client.close()
 
 
-def _mirror(plan: TaskPlan, index: int, client: ControlClient, stop: threading.Event) -> dict:
+def _mirror(plan: TaskPlan, index: int, client: ControlClient, stop: threading.Event,
+            singletons: Optional[Callable[[], bool]]) -> dict:
     mirror: Optional[MirrorMaker] = None
     failure: Optional[MirrorMakerError] = None
     try:
         handler, listener = load_plugins(plan.config)
-        mirror = MirrorMaker(plan.config, handler, listener, streams=[index])
+        mirror = MirrorMaker(plan.config, handler, listener, streams=[index], singletons=singletons)
         reporter = _Reporter(client, mirror, stop, plan.metrics)
         with _stop_on_sighup(stop):
             run_mirror(mirror, on_tick=reporter.tick)  # SIGTERM/SIGINT as in a process
@@ -165,5 +176,7 @@ def _mirror(plan: TaskPlan, index: int, client: ControlClient, stop: threading.E
     if failure is not None:
         summary["failure"] = str(failure)
         summary["kind"] = "config" if isinstance(failure, ConfigError) else "fatal"
-        client.send({"t": "failed", "kind": summary["kind"], "error": summary["failure"]})
+        # The class, so that the driver's caller tells what is retried from what is fatal.
+        client.send({"t": "failed", "kind": summary["kind"], "class": type(failure).__name__,
+                     "error": summary["failure"]})
     return summary

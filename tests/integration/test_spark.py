@@ -14,6 +14,7 @@ import subprocess
 import sys
 import textwrap
 import urllib.request
+import uuid
 from pathlib import Path
 
 import pytest
@@ -429,3 +430,75 @@ def test_a_killed_driver_leaves_no_worker_behind_and_they_commit(tmp_path, sourc
     wait_until(lambda: all(gone(pid) for pid in pids), 30, "the JVM and the Spark workers to exit")
     wait_until(lambda: sum(source.committed(files.group, topic).values()) == 500, 30,
                "the workers' final commit")
+
+
+def by_partition(rows):
+    """Values per partition, in offset order."""
+    found = collections.defaultdict(list)
+    for partition, _offset, rec in sorted(rows, key=lambda row: (row[0], row[1])):
+        found[partition].append(rec.value)
+    return dict(found)
+
+
+def test_dedicated_mode_runs_every_flow_as_spark_tasks(tmp_path, source, target):
+    """``connect-mirror-maker mm2.properties --spark``: A->B and B->A from one file, each flow one
+    Spark job of tasks.max 2 tasks on one SparkContext (local[4]). Each flow's records arrive once,
+    in order per partition, under the policy's names; task 0 of each flow runs its heartbeats as the
+    election says; MirrorMaker 2's metric names come from the workers; SIGTERM stops it all, 143."""
+    from .test_dedicated_mode import BIN as DEDICATED_BIN, write_mm2
+
+    a, b = (f"{side}{uuid.uuid4().hex[:6]}" for side in ("a", "b"))  # aliases of this test only
+    orders = source.create_topic("spark-orders", partitions=4)
+    payments = target.create_topic("spark-payments", partitions=2)
+    source.seed(orders, make_records(1000, "orders"))
+    target.seed(payments, make_records(400, "payments"))
+    port = free_port()
+    path = write_mm2(tmp_path / "mm2.properties", {a: source, b: target}, extra={
+        f"{a}->{b}.enabled": "true", f"{b}->{a}.enabled": "true", "topics": f"{orders}, {payments}",
+        "tasks.max": 2, "emit.heartbeats.interval.seconds": 1, "shutdown.timeout.ms": 10000,
+        "metrics.port": port, "metrics.bind": "127.0.0.1"})
+    mirror = MirrorProcess([], tmp_path / "dedicated.log",
+                           command=[sys.executable, str(DEDICATED_BIN), str(path), "--spark"])
+    try:
+        target.read_values(f"{a}.{orders}", [r.value for r in make_records(1000, "orders")], timeout_s=START_S)
+        source.read_values(f"{b}.{payments}", [r.value for r in make_records(400, "payments")], timeout_s=30)
+        wait_until(lambda: {(hb.source_alias, hb.target_alias) for hb in heartbeats(target)} >= {(a, b)}
+                   and {(hb.source_alias, hb.target_alias) for hb in heartbeats(source)} >= {(b, a)}, 30,
+                   "each flow's task 0 writing its heartbeats")
+        # the workers send their metrics every 5 s
+        wait_until(lambda: (mm2_record_count(port, f"{a}.{orders}"), mm2_record_count(port, f"{b}.{payments}"))
+                   == (1000, 400), 30, "MirrorMaker 2's record_count of each remote topic on /metrics")
+        wait_until(lambda: sum(scrape(port, "mirrormaker_offset_syncs_total").values()) > 0, 30,
+                   "offset syncs written by the workers")
+    finally:
+        status = mirror.stop(signal.SIGTERM, timeout_s=90)
+    log = mirror.log()
+    assert status == 143, log[-3000:]
+    assert f"Starting Spark (master local[4]) for 4 streams ({a}->{b}: 2, {b}->{a}: 2)" in log
+    assert f"INFO [{a}->{b}] This node now runs the syncs, checkpoints and heartbeats of {a}->{b}" in log
+    assert re.search(rf"\[{b}->{a}\] worker 1: \[mirrormaker-thread-1\] Starting mirror maker thread", log), log
+    assert "Traceback" not in log and " ERROR " not in log
+    # Once each, in the source's order per partition (partitions kept), and every offset committed.
+    for cluster, topic, remote, flow_source, flow_target in ((source, orders, target, a, b),
+                                                           (target, payments, source, b, a)):
+        rows = cluster.read_all(topic)
+        assert by_partition(remote.read_all(f"{flow_source}.{topic}", expected=len(rows))) == by_partition(rows)
+        assert cluster.committed(f"mm2-{flow_source}->{flow_target}", topic) == cluster.end_offsets(topic)
+
+
+def heartbeats(cluster):
+    from mirror_maker.replication.formats import decode_heartbeat
+
+    if not cluster.topic_exists("heartbeats"):
+        return []
+    return [decode_heartbeat(rec.key, rec.value) for _p, _o, rec in cluster.read_all("heartbeats", timeout_s=30)]
+
+
+def mm2_record_count(port: int, remote_topic: str) -> float:
+    """MirrorMaker 2's record_count of a remote topic, summed over its partitions, from /metrics."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
+    return sum(sample.value for family in text_string_to_metric_families(text) for sample in family.samples
+               if sample.name == "kafka_connect_mirror_mirrorsourceconnector_record_count"
+               and sample.labels.get("topic") == remote_topic)

@@ -182,8 +182,8 @@ def test_the_command_line(tmp_path, capsys):
     assert invoke(["x.properties", "--clusters"]) == 1
     assert "--clusters: expected at least one argument" in capsys.readouterr().err
     assert invoke(["--version"]) == 0
-    assert invoke(["x.properties", "--spark"]) == 1
-    assert "--spark is not available in the dedicated mode yet" in capsys.readouterr().err
+    assert invoke(["x.properties", "--spark.master", "local[2]"]) == 1
+    assert "--spark.master is only used with --spark" in capsys.readouterr().err
     bad = tmp_path / "mm2.properties"
     bad.write_text("clusters = A\nA.bootstrap.servers = a:1\nA->Q.enabled = true\n")
     assert invoke([str(bad)]) == 1
