@@ -52,6 +52,7 @@ def write_file(tmp_path, **props):
 
 
 def test_spark_options_are_checked_before_anything_connects(tmp_path, capsys):
+    pytest.importorskip("pyspark")  # the other Pythons' venvs have no spark extra (Makefile)
     path = write_file(tmp_path, **{"A->B.tasks.max": 2, "B->A.tasks.max": 2})
     for args, message in (
             (["--spark.conf", "a=b"], "--spark.conf is only used with --spark"),
@@ -75,6 +76,7 @@ def test_without_pyspark_the_install_command_is_named(tmp_path, monkeypatch, cap
 
 
 def test_one_spark_context_for_every_enabled_flow_of_this_node(monkeypatch):
+    pytest.importorskip("pyspark")
     from mirror_maker.dedicated.on_spark import SparkFlows
 
     monkeypatch.delenv("PYSPARK_PYTHON", raising=False)
