@@ -8,6 +8,12 @@ import pytest
 @pytest.fixture(autouse=True)
 def _mirror_maker_logging(caplog):
     caplog.set_level(logging.INFO, logger="mirror_maker")
+    yield
+    # A test that ran the command line left its handler on the test's captured stderr, closed
+    # now: a later test's log line would print "--- Logging error ---" through it.
+    root = logging.getLogger()
+    for handler in [h for h in root.handlers if getattr(h, "_mirror_maker", False)]:
+        root.removeHandler(handler)
 
 
 _REPORTS = []
