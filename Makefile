@@ -28,8 +28,8 @@ test: $(STAMP) test-pythons
 	$(BIN)/python -m pytest -ra -n $(TEST_WORKERS) --dist loadscope --durations=15 $(PYTEST_ARGS)
 	@$(MAKE) --no-print-directory -j2 --output-sync=target test-smoke-kafka-3.9 test-smoke-tansu
 
-test-smoke-%: $(STAMP)
-	MIRROR_MAKER_TEST_BROKER=$* $(BIN)/python -m pytest -ra -m smoke -p no:cacheprovider $(PYTEST_ARGS) tests/integration
+test-smoke-kafka-3.9 test-smoke-tansu: $(STAMP)
+	MIRROR_MAKER_TEST_BROKER=$(@:test-smoke-%=%) $(BIN)/python -m pytest -ra -m smoke -p no:cacheprovider $(PYTEST_ARGS) tests/integration
 
 ## The unit tests on every Python the package claims (setup.cfg's python_requires), each in its
 ## own cached venv (.venv-py3.X, from pyenv's interpreters under PYENV_ROOT). The oldest runs them
