@@ -327,7 +327,13 @@ def caught_up_count(log: Path) -> int:
 
 def split_with_brokers(brokers: Brokers) -> CpuSplit:
     """A run's CPU split with both brokers' processes accounted for."""
-    return CpuSplit({"source_broker": brokers.source.process.pid, "target_broker": brokers.target.process.pid})
+    return CpuSplit({"source_broker": _broker_pid(brokers.source), "target_broker": _broker_pid(brokers.target)})
+
+
+def _broker_pid(broker) -> int:
+    """The broker's process: Tansu's own, or a one-node Kafka cluster's JVM."""
+    nodes = getattr(broker, "nodes", None)
+    return broker.process.pid if nodes is None else next(iter(nodes.values())).process.pid
 
 
 def summarize(samples, records: int, size: int) -> dict:
