@@ -37,9 +37,9 @@ STATS_INTERVAL_MS = 5000
 #: Records librdkafka dropped unsent: after our own purge (abort), or after a fatal error.
 _PURGED = frozenset({KafkaError._PURGE_QUEUE, KafkaError._PURGE_INFLIGHT})
 _UNASSIGNED = -1  # librdkafka's RD_KAFKA_PARTITION_UA: let the partitioner choose
-#: confluent-kafka 2.16 sets RD_KAFKA_PURGE_F_NON_BLOCKING when ``blocking`` is true
-#: (Producer_purge in src/confluent_kafka/src/Producer.c, since its first release in 1.5.2):
-#: true is the purge that does not wait. tests/unit/test_producer.py pins it to the versions read.
+#: confluent-kafka sets RD_KAFKA_PURGE_F_NON_BLOCKING when ``blocking`` is true (Producer_purge
+#: in src/confluent_kafka/src/Producer.c, read from its first release, 1.5.2, to 2.15.0; 2.16 is
+#: pinned): true is the purge that does not wait. tests/unit/test_producer.py holds the pin.
 PURGE_WITHOUT_WAITING = True
 #: A v2 record's framing (length, attributes, deltas, counts) and its batch's 61-byte header.
 RECORD_OVERHEAD_BYTES = 80

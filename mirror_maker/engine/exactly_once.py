@@ -190,17 +190,23 @@ class TransactionalSink:
         delay, last_log = RENEW_RETRY_S, 0.0
         while not self._state.stopping:
             try:
-                self.producer = self._start_new()
-                self.producer.carry_over(old)
-                self._on_new(self.producer)
-                self._log.info("New transactional producer started")
-                return
-            except ClientFailed as exc:
+                new = self._start_new()
+            except ClientFailed as exc:  # the target away: its start is tried again
                 if time.monotonic() - last_log >= RENEW_LOG_EVERY_S:
                     last_log = time.monotonic()
                     self._log.warning("%s; trying again", exc)
-            self._state.wait(delay)
-            delay = min(delay * 2, RENEW_RETRY_MAX_S)
+                self._state.wait(delay)
+                delay = min(delay * 2, RENEW_RETRY_MAX_S)
+                continue
+            self.producer = new
+            new.carry_over(old)
+            try:
+                self._on_new(new)  # its first transaction: a fence of the new one stops the stream
+            except BaseException:
+                new.abandon()
+                raise
+            self._log.info("New transactional producer started")
+            return
 
     def track(self) -> None:
         if self.tracker is None:

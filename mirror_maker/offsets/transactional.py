@@ -203,7 +203,9 @@ class TransactionalCommitter:
         """Open the next transaction (a local step: a producer that cannot is replaced). A fatal
         error the producer holds is served first: begin_transaction keeps the GIL while it waits
         for librdkafka's main thread, and may wait for ever once the producer is fenced
-        (https://github.com/confluentinc/librdkafka/issues/4420), which stops every thread."""
+        (https://github.com/confluentinc/librdkafka/issues/4420), which stops every thread. This
+        narrows the window (a fatal error arriving after the serve still can), and the stop
+        watchdog bounds what is left."""
         self._sink.serve()
         if self._sink.fatal is not None:
             raise self._unusable(self._sink.fatal)

@@ -57,4 +57,7 @@ def dump_stacks_on_sigusr1() -> None:
     """``kill -USR1 <pid>`` writes every thread's stack to stderr (the log), as ``jstack`` does
     for Kafka's tools: faulthandler needs no GIL, so it shows a process that seems hung too."""
     if hasattr(signal, "SIGUSR1") and threading.current_thread() is threading.main_thread():
-        faulthandler.register(signal.SIGUSR1, file=sys.stderr, all_threads=True, chain=False)
+        try:
+            faulthandler.register(signal.SIGUSR1, file=sys.stderr, all_threads=True, chain=False)
+        except (RuntimeError, ValueError, OSError):  # no stderr with a file descriptor: no dump
+            pass

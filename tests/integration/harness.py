@@ -371,8 +371,11 @@ class MirrorProcess:
             return self.process.wait(timeout_s)
         except subprocess.TimeoutExpired:
             self._dump_stacks()
-            raise AssertionError(f"the mirror did not exit within {timeout_s:.0f} s; its log, with every "
-                                 f"thread's stack at the end:\n{self.log()[-30000:]}") from None
+            log = self.log()[-30000:]
+            self.process.kill()  # a hung mirror must not hold CPU and ports for later tests
+            self.process.wait()
+            raise AssertionError(f"the mirror did not exit within {timeout_s:.0f} s (killed); its log, with "
+                                 f"every thread's stack at the end:\n{log}") from None
         finally:
             self._log.close()
 

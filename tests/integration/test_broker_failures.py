@@ -19,7 +19,6 @@ from __future__ import annotations
 import logging
 import re
 import signal
-import subprocess
 import time
 from collections import Counter
 from dataclasses import dataclass, field
@@ -366,8 +365,8 @@ class BrokerFailures:
                 continue
             try:
                 mirror.stop_code = mirror.process.wait(SHUTDOWN_TIMEOUT_MS / 1000 + 60)
-            except subprocess.TimeoutExpired:
-                mirror.process.kill()
+            except AssertionError as hung:  # killed, its stacks in its log: the test names it
+                log.warning("the %s mirror did not stop: %s", mirror.mode.name, str(hung)[:200])
             mirror.stop_s = time.monotonic() - signalled
 
     def _read_targets(self) -> None:

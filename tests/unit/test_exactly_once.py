@@ -2,6 +2,7 @@
 where, what aborts it, what a rollback goes back to, what counts as mirrored, which stream owns a
 partition, and when a bounded run may call itself caught up."""
 
+import logging
 
 import pytest
 from confluent_kafka import KafkaError, KafkaException
@@ -251,7 +252,6 @@ def test_a_transactional_call_that_does_not_return_in_time_makes_the_producer_un
 
 
 def test_an_unusable_producer_is_replaced_retrying_until_the_target_answers(monkeypatch):
-    import logging
 
     import mirror_maker.engine.exactly_once as eos
     from mirror_maker.offsets.transactional import ProducerUnusable
@@ -286,6 +286,42 @@ def test_an_unusable_producer_is_replaced_retrying_until_the_target_answers(monk
     sink = TransactionalSink(Old(), MirrorMetrics(), logging.getLogger("t"), RunState(), start_new, used.append)
     assert sink.rolled_back(ProducerUnusable("the coordinator aborted it")) == []  # no refusal: nothing to track
     assert Old.abandoned and len(attempts) == 3 and used == [sink.producer] and sink.producer.carried == 40
+
+
+def test_a_new_producer_fenced_at_its_first_transaction_stops_the_stream_instead_of_starting_another():
+    """Another live mirror took the transactional.id: starting yet another producer would fence it
+    in turn, for ever."""
+    class Old:
+        failures, fatal = [], None
+
+        def abandon(self):
+            pass
+
+        def acknowledged(self):
+            return 0
+
+    class New(Old):
+        abandoned = False
+
+        def carry_over(self, old):
+            pass
+
+        def abandon(self):
+            New.abandoned = True
+
+    started = []
+
+    def start_new():
+        started.append(New())
+        return started[-1]
+
+    def fenced_at_begin(producer):
+        raise ClientFailed("fenced: another mirror with the same group took over transactional.id g.eos.0")
+
+    sink = TransactionalSink(Old(), MirrorMetrics(), logging.getLogger("t"), RunState(), start_new, fenced_at_begin)
+    with pytest.raises(ClientFailed, match="fenced"):
+        sink.renew("the coordinator aborted it")
+    assert len(started) == 1 and New.abandoned
 
 
 def test_closing_aborts_what_is_still_open_so_read_committed_readers_are_not_held():

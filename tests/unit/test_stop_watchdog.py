@@ -30,7 +30,6 @@ def test_a_stop_that_finishes_disarms_it():
     assert done.returncode == 0 and done.stdout == "still here\n" and "Timeout" not in done.stderr, done
 
 
-
 def test_sigusr1_writes_every_thread_s_stack_even_while_a_call_holds_the_gil():
     code = PRELUDE + ("from mirror_maker.ops.stop_watchdog import dump_stacks_on_sigusr1\nimport threading\n"
                       "dump_stacks_on_sigusr1()\nthreading.Thread(target=time.sleep, args=(5,), daemon=True).start()\n"
