@@ -19,6 +19,7 @@ from typing import Dict, Optional
 
 from confluent_kafka import KafkaError, KafkaException
 
+from ..callbacks import client_callback
 from ..errors import ClientFailed
 
 log = logging.getLogger("mirror_maker.clients")
@@ -103,6 +104,7 @@ class ClientErrors:
         what = "authentication failed" if code in AUTHENTICATION_CODES or tls_auth else "fatal client error"
         return ClientFailed(f"{what} with the {self.side} cluster ({self.bootstrap}): {err.str()}")
 
+    @client_callback
     def __call__(self, err: KafkaError) -> None:
         code = err.code()
         tls_auth = code == KafkaError._SSL and any(m in err.str() for m in _TLS_AUTH_MARKERS)

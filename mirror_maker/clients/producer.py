@@ -19,6 +19,7 @@ from typing import Dict, List, Optional, Tuple
 import confluent_kafka
 from confluent_kafka import KafkaError, KafkaException
 
+from ..callbacks import client_callback
 from ..errors import SendFailed
 from . import waiting
 from .client_errors import AUTHORIZATION_CODES, ClientErrors, raised_fatal
@@ -284,6 +285,7 @@ class MirrorProducer:
 
     # -- delivery reports --------------------------------------------------------------
 
+    @client_callback
     def _on_delivery(self, err, msg) -> None:
         """The producer's one delivery-report callback: with ``delivery.report.only.error`` (the
         default) only failed records come here, so the hot path pays no Python call per record."""
@@ -333,6 +335,7 @@ class MirrorProducer:
             self.purge()
         return True
 
+    @client_callback
     def _on_stats(self, text: str) -> None:
         """librdkafka's statistics: how long a record takes from ``produce`` to the target's
         acknowledgement (queue, request buffer and round trip), for the replication latency, and

@@ -18,6 +18,7 @@ from typing import Callable, List, Optional
 import confluent_kafka
 from confluent_kafka import KafkaError, KafkaException
 
+from ..callbacks import client_callback
 from ..clients.producer import SendInterrupted
 from ..errors import HandlerFailed, MirrorFailure
 from ..handlers import DefaultMessageHandler, PartitionPreservingHandler
@@ -42,6 +43,7 @@ class Tracker:
         self._on_refused = on_refused
 
     def callback(self, tp: TopicPartition, offset: int, topic: str):
+        @client_callback
         def delivered(err, _msg) -> None:
             if err is not None and err.code() not in (KafkaError._PURGE_QUEUE, KafkaError._PURGE_INFLIGHT):
                 self.refuse(tp, offset, topic, err.str())

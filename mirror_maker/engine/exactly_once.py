@@ -33,6 +33,7 @@ from typing import Dict, List, Optional, Set
 from confluent_kafka import KafkaException
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
+from ..callbacks import client_callback
 from ..clients.producer import _PURGED, MirrorProducer
 from ..clients.retry import commit_retrying
 from ..errors import ClientFailed, SendFailed
@@ -81,6 +82,7 @@ class TransactionalProducer(MirrorProducer):
                 self._committed += self._produced - self._transaction_start
             self._transaction_start = self._produced
 
+    @client_callback
     def _on_delivery(self, err, msg) -> None:
         if err is not None and err.code() in _PURGED:
             # An aborted transaction's records: the transaction, not the flush, decides what

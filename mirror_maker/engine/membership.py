@@ -11,6 +11,7 @@ from typing import Dict, List
 
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
+from ..callbacks import client_callback
 from ..records import TopicPartition
 from .stream import describe
 
@@ -70,6 +71,7 @@ class GroupMembership:
         """The topics subscribed to (raw mode connects to their leaders before the group assigns)."""
         return self._topics or []
 
+    @client_callback
     def _on_assign(self, consumer, partitions) -> None:
         tps = [TopicPartition(p.topic, p.partition) for p in partitions]
         self._stream.partitions_assigned(tps, lambda starts: self._assign(_ktps(tps, starts)))
@@ -80,9 +82,11 @@ class GroupMembership:
         else:
             self._consumer.assign(partitions)
 
+    @client_callback
     def _on_revoke(self, consumer, partitions) -> None:
         self._stream.partitions_revoked([TopicPartition(p.topic, p.partition) for p in partitions])
 
+    @client_callback
     def _on_lost(self, consumer, partitions) -> None:
         self._stream.partitions_lost([TopicPartition(p.topic, p.partition) for p in partitions])
 

@@ -19,6 +19,7 @@ from typing import Dict, List, Optional, Tuple
 from confluent_kafka import KafkaException
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
+from ..callbacks import client_callback
 from ..clients.polling import poll
 from ..records import TopicPartition
 
@@ -106,6 +107,7 @@ class RecordSource:
         self._membership.restart({tp: position})
         self._still.pop(tp, None)
 
+    @client_callback
     def on_stats(self, text: str) -> None:
         """The consumer's ``stats_cb``: kept as it is, read only when needed (``_fetch_view``)."""
         self._stats = (time.monotonic(), text)

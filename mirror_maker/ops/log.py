@@ -14,6 +14,7 @@ import threading
 import time
 from typing import Dict, Optional
 
+from ..callbacks import client_callback
 from ..redaction import redact
 
 FORMAT = "[%(asctime)s] %(levelname)s %(message)s (%(name)s)"
@@ -105,9 +106,21 @@ class LibrdkafkaFilter(logging.Filter):
 _FILTER = LibrdkafkaFilter()
 
 
-def librdkafka_logger(client_id: str) -> logging.Logger:
+class ClientLogger:
+    """What a confluent client's ``logger`` setting gets: its ``log`` calls reach the logger once a
+    pending error is out (``callbacks``: logging takes its handlers' locks)."""
+
+    def __init__(self, logger: logging.Logger) -> None:
+        self.logger = logger
+
+    @client_callback
+    def log(self, level: int, msg: str, *args) -> None:
+        self.logger.log(level, msg, *args)
+
+
+def librdkafka_logger(client_id: str) -> ClientLogger:
     """The logger a confluent client's ``logger`` setting should get."""
     logger = logging.getLogger(f"mirror_maker.librdkafka.{client_id}")
     if _FILTER not in logger.filters:
         logger.addFilter(_FILTER)
-    return logger
+    return ClientLogger(logger)

@@ -25,6 +25,7 @@ import confluent_kafka
 from confluent_kafka import ConsumerGroupState, ConsumerGroupTopicPartitions, KafkaException
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
+from ..callbacks import client_callback
 from ..clients.admin import REQUEST_TIMEOUT_S
 from ..clients.polling import poll
 from ..ops.log import librdkafka_logger
@@ -185,6 +186,7 @@ class ConsumerFailover:
             return None
         created = time.time()
 
+        @client_callback
         def delivered(err, _msg) -> None:
             if err is None:
                 self._metrics.checkpoint_written(group, TopicPartition(topic, partition),
@@ -243,6 +245,7 @@ class ConsumerFailover:
         self._producer.poll(0)
         return 1
 
+    @client_callback
     def _heartbeat_delivered(self, err, _msg) -> None:
         if err is None and self._metrics is not None:
             self._metrics.heartbeat_written()

@@ -44,11 +44,12 @@ def test_paths_the_readme_names_keep_working():
 API_LEVEL = {"errors", "records", "handlers", "listeners", "plugins", "extras"}
 ALLOWED = {
     "config": {"errors", "redaction", "extras"},
-    "ops": {"errors", "records", "redaction"},
-    "clients": {"errors", "records", "ops", "engine.state"},
-    "offsets": {"errors", "records", "clients", "engine.state", "ops"},
-    "engine": API_LEVEL | {"config", "clients", "offsets", "ops", "cli.exit_codes", "shallow", "replication"},
-    "replication": {"errors", "records", "plugins", "clients", "ops", "config"},
+    "ops": {"callbacks", "errors", "records", "redaction"},
+    "clients": {"callbacks", "errors", "records", "ops", "engine.state"},
+    "offsets": {"callbacks", "errors", "records", "clients", "engine.state", "ops"},
+    "engine": API_LEVEL | {"callbacks", "config", "clients", "offsets", "ops", "cli.exit_codes", "shallow",
+                           "replication"},
+    "replication": {"callbacks", "errors", "records", "plugins", "clients", "ops", "config"},
     "spark": API_LEVEL | {"config", "engine", "ops", "cli.exit_codes"},
     "shallow": API_LEVEL | {"engine", "clients", "ops"},
 }
