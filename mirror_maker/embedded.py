@@ -11,6 +11,7 @@ connected), then SIGKILL; and it dies with its parent even when the parent is SI
 from __future__ import annotations
 
 import atexit
+import contextlib
 import ctypes
 import logging
 import os
@@ -41,9 +42,17 @@ def broker_binary() -> str:
 
 
 def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+    return free_ports(1)[0]
+
+
+def free_ports(count: int) -> List[int]:
+    """``count`` distinct free ports: each socket stays bound until all are chosen, or the system
+    may hand the same port out twice (seen: two listeners of one Kafka node on one port)."""
+    with contextlib.ExitStack() as stack:
+        socks = [stack.enter_context(socket.socket(socket.AF_INET, socket.SOCK_STREAM)) for _ in range(count)]
+        for sock in socks:
+            sock.bind(("127.0.0.1", 0))
+        return [sock.getsockname()[1] for sock in socks]
 
 
 def die_with_parent(signum: int = signal.SIGKILL):

@@ -44,7 +44,7 @@ from pathlib import Path
 from typing import Dict, List, Optional
 from urllib.parse import urlsplit
 
-from mirror_maker.embedded import die_with_parent, free_port
+from mirror_maker.embedded import die_with_parent, free_ports
 
 from .maven_jars import classpath, java
 
@@ -395,8 +395,9 @@ class KafkaCluster:
             names += ["OAUTH"] * self.security.oauthbearer + ["OIDC"] * bool(self.security.jwks_url)
         if self.proxied:
             names += ["PROXIED", "PROXY"]
+        ports = iter(free_ports(len(names) * len(self.nodes)))
         for node in self.nodes.values():
-            node.ports = {name: free_port() for name in names}
+            node.ports = {name: next(ports) for name in names}
 
     def server_properties(self, node: Optional[KafkaNode] = None) -> Dict[str, object]:
         node = node or self._first
