@@ -17,9 +17,10 @@ cluster's over the top level's.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import Callable, Dict, Iterator, Optional, Pattern, Tuple
+
+from ..errors import ConfigError
 
 # Groups: whose option it is, and its section of --help.
 KAFKA, OURS, MM2, SPARK = "kafka", "ours", "mm2", "spark"
@@ -85,18 +86,19 @@ cluster_alias.doc = "no surrounding spaces"
 
 def regex_list_pattern(value: str) -> Pattern[str]:
     """MirrorMaker 2's LIST of regexes: comma-separated, trimmed, joined with ``|``, full match; an
-    empty list matches nothing. Raises ``re.error``."""
+    empty list matches nothing. Each entry is a Java regex, translated as ``--include``'s are so
+    that it means the same on every Python. Raises ``ConfigError``."""
+    from .topics import compile_java_regex
+
     entries = [entry.strip() for entry in value.split(",") if entry.strip()]
-    if not entries:
-        return re.compile(r"(?!)")
-    return re.compile("|".join(f"(?:{entry})" for entry in entries))
+    return compile_java_regex("|".join(f"(?:{entry})" for entry in entries) or "(?!)")
 
 
 def regex_list(value) -> Optional[str]:
     try:
         regex_list_pattern(value)
-    except re.error as exc:
-        return f"{value} is an invalid regex list: {exc}"
+    except ConfigError as exc:
+        return f"{value} is an invalid regex list: {str(exc).split(' is an invalid regex: ')[-1]}"
     return None
 
 
@@ -519,8 +521,6 @@ RULES = (
     OnlyWith("spark.conf", "spark"),
     OnlyWith("spark.py.files", "spark"),
     Excludes("exactly.once", "use.raw.bytes", "the raw path's producer is not transactional"),
-    Excludes("emit.offset-syncs.enabled", "exactly.once",
-             "transaction markers take target offsets, so target offsets cannot be counted"),
 )
 
 

@@ -24,6 +24,8 @@ import re
 from dataclasses import dataclass, replace
 from typing import Dict, List, Optional, Pattern, Sequence, Tuple
 
+import regex
+
 from ..config import spec
 from ..config.client_conf import build_consumer_conf, settle_transactions
 from ..config.mirror_config import MirrorMakerConfig, config_from_properties
@@ -149,7 +151,7 @@ class _Builder:
                          if o.prop is not None and not _per_process(o)}
         raw = mirror_fields["use_raw_bytes"]
         exactly_once = mirror_fields["exactly_once"] = enabled and mirror_fields["exactly_once"]
-        replication = self._replication(source, target, exactly_once)
+        replication = self._replication(source, target)
         include = self._include(source, target)
         if exactly_once and raw:
             raise ConfigError(f"{file.path}: {name}: exactly.once.source.support = enabled with use.raw.bytes is "
@@ -191,16 +193,16 @@ class _Builder:
         file, name = self.file, f"{source}->{target}"
         topics = compile_list(file.value("topics", source, target), f"{file.path}: {name} topics")
         exclude = compile_list(file.value("topics.exclude", source, target), f"{file.path}: {name} topics.exclude")
-        return re.compile(f"(?!(?:{exclude.pattern})\\Z)(?:{topics.pattern})")
+        return regex.compile(f"(?!(?:{exclude.pattern})\\Z)(?:{topics.pattern})")
 
-    def _replication(self, source: str, target: str, exactly_once: bool):
+    def _replication(self, source: str, target: str):
         file, name = self.file, f"{source}->{target}"
         given = file.fields("replication", source, target)
         # Our own consumer groups on the source are never checkpointed.
         ours = [flow_group(source, t) for t in file.clusters if t != source]
         ours += [election_group(s, source) for s in file.clusters if s != source]
         given["groups_exclude"] = ", ".join(filter(None, [given["groups_exclude"], *map(re.escape, ours)]))
-        self._dependencies(given, source, target, exactly_once)
+        self._dependencies(given, source, target)
         if not file.value("heartbeats.replication.enabled", source, target):
             log.warning("%s: %s: heartbeats.replication.enabled = false is not supported: heartbeats topics are "
                         "always mirrored", file.path, name)
@@ -219,7 +221,7 @@ class _Builder:
             log.warning("%s", warning)
         return options
 
-    def _dependencies(self, given: dict, source: str, target: str, exactly_once: bool) -> None:
+    def _dependencies(self, given: dict, source: str, target: str) -> None:
         """As MirrorMaker 2: checkpoints need offset syncs and group offset sync needs checkpoints;
         without them the checkpoint connector does not run there, and the rest of the flow does
         (a WARN when the feature was asked for)."""
@@ -231,10 +233,6 @@ class _Builder:
                 if file.given(feature.prop.key, source, target):
                     log.warning("%s: %s: %s = true needs %s = true, which is false for this flow: off", file.path,
                                 name, feature.prop.key, needed.prop.key)
-        if exactly_once and given["emit_offset_syncs"]:
-            reason = spec.excludes("emit.offset-syncs.enabled", "exactly.once").reason
-            raise ConfigError(f"{file.path}: {name}: exactly.once.source.support = enabled with offset syncs is not "
-                              f"supported ({reason}): set {name}.emit.offset-syncs.enabled = false")
 
 
 def _stripped(props: Dict[str, str], prefix: str) -> Dict[str, str]:

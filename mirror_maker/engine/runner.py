@@ -163,7 +163,8 @@ class MirrorMaker:
                                                  options.internal_replication_factor("offset-syncs"), self.metrics)
             for thread in self.threads:
                 thread.offset_syncs = OffsetSyncWriter(self._syncs_topic, target_admin, rules.remote,
-                                                       options.offset_lag_max, self.state)
+                                                       options.offset_lag_max, self.state,
+                                                       transactional=config.exactly_once)
             if options.emit_checkpoints and self._topic_sync is not None:
                 store = OffsetSyncStore(cluster, name)
         if self._topic_sync is not None:

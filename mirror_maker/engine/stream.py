@@ -208,6 +208,8 @@ class Stream(threading.Thread):
         known by its source offset: it stops the mirror (abort on send failure), or is counted
         and skipped."""
         self.log.warning("Transaction aborted (%s); back to the offsets committed on the target", aborted)
+        if self.offset_syncs is not None:
+            self.offset_syncs.rolled_back()
         refused = self.parts.sink.rolled_back(aborted)
         if isinstance(aborted, ProducerUnusable) and not self._state.stopping and self.assigned:
             # The last commit's outcome is the target's to say: one that was not confirmed (or

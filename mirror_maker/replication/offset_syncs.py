@@ -14,6 +14,12 @@ after a gap, whenever the target offset moved ``offset.lag.max`` past the last s
 newest record at each commit. If the end does not match the count (another writer, or records
 dropped with ``--abort.on.send.failure false``), no sync is written for that stretch: a wrong sync
 would translate a group past records it has not read.
+
+Exactly-once: each committed transaction leaves one commit marker after its records in every
+partition it wrote, so the end is read once the markers are written (the last stable offset
+equals the high watermark) and counts one offset more per partition written; an aborted
+transaction's records and marker are not counted, so the partition's next stretch starts from
+the end read after it.
 """
 
 from __future__ import annotations
@@ -25,7 +31,7 @@ from concurrent.futures import Future
 from typing import Dict, Iterable, List, Optional, Tuple
 
 import confluent_kafka
-from confluent_kafka import KafkaException
+from confluent_kafka import IsolationLevel, KafkaException
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 from confluent_kafka.admin import NewTopic, OffsetSpec
 
@@ -42,6 +48,9 @@ log = logging.getLogger("mirror_maker.replication")
 ASSIGN_WAIT_S = 10.0
 ASSIGN_RETRY_S = 0.02
 ASSIGN_RETRY_MAX_S = 0.2
+#: How long a transactional mirror waits for the markers of its last transaction to be written
+#: (the coordinator writes them after the commit returns) before it skips a stretch's syncs.
+MARKERS_WAIT_S = 5.0
 
 
 class PartitionSyncs:
@@ -60,17 +69,19 @@ class PartitionSyncs:
     def reanchor(self) -> None:
         """The end could not be read: this stretch gets no syncs; the next flush starts afresh."""
         self.runs, self.base, self.previous_upstream = [], None, None
+        self.last_synced_downstream = None  # the next stretch's first record gets a sync of its own
 
-    def plan(self, end: int, lag_max: int) -> Optional[List[Tuple[int, int]]]:
+    def plan(self, end: int, lag_max: int, marker: bool = False) -> Optional[List[Tuple[int, int]]]:
         """The syncs (upstream, downstream) of the runs, given the target partition's end once
-        they are all acknowledged; None (and nothing written) when the end does not add up."""
+        they are all acknowledged (``marker``: and a transaction's commit marker after them);
+        None (and nothing written) when the end does not add up."""
         count = sum(c for _f, _l, c in self.runs)
         if self.base is None:
             self.runs, self.base = [], end
             return []
-        if self.base + count != end:
+        if self.base + count + (1 if marker and count else 0) != end:
             runs, self.runs, self.base = self.runs, [], end
-            self.previous_upstream = None  # the next record gets a sync of its own
+            self.previous_upstream = self.last_synced_downstream = None  # the next record gets a sync of its own
             return None if runs else []  # records not ours, and no run of ours to sync: nothing to say
         syncs: List[Tuple[int, int]] = []
 
@@ -94,8 +105,8 @@ class PartitionSyncs:
                 emit(last, downstream + records - 1)  # after the gaps inside: a sync at the run's end
             self.previous_upstream = last
             downstream += records
-        if self.runs and (not syncs or syncs[-1] != (self.runs[-1][1], end - 1)):
-            emit(self.runs[-1][1], end - 1)  # the newest record, as MirrorMaker 2 at each commit
+        if self.runs and (not syncs or syncs[-1] != (self.runs[-1][1], downstream - 1)):
+            emit(self.runs[-1][1], downstream - 1)  # the newest record, as MirrorMaker 2 at each commit
         self.runs, self.base = [], end
         return syncs
 
@@ -179,9 +190,12 @@ def topic_ready(creation: Future, name: str) -> None:
 class OffsetSyncWriter:
     """One mirror thread's offset syncs: its partitions' runs, planned after each flush."""
 
-    def __init__(self, topic: OffsetSyncsTopic, target_admin, remote, lag_max: int, state) -> None:
-        """``state``: the run's ``RunState`` (a stop ends the wait for a partition's end)."""
+    def __init__(self, topic: OffsetSyncsTopic, target_admin, remote, lag_max: int, state,
+                 transactional: bool = False) -> None:
+        """``state``: the run's ``RunState`` (a stop ends the wait for a partition's end);
+        ``transactional``: the records go in transactions (``--exactly.once``)."""
         self._state = state
+        self._transactional = transactional
         self._topic = topic
         self._admin = target_admin
         self._remote = remote
@@ -216,6 +230,12 @@ class OffsetSyncWriter:
         for tp in tps:
             self._partitions.pop(tp, None)
 
+    def rolled_back(self) -> None:
+        """The open transaction was aborted: its runs took target offsets that hold no visible
+        record, so every partition's next stretch starts from the end read after it."""
+        for partition in self._partitions.values():
+            partition.reanchor()
+
     def record(self, tp: TopicPartition, first: int, last: int, count: int) -> None:
         """Once per run of a partition's records handed to the producer (the hot path's cost)."""
         partition = self._partitions.get(tp)
@@ -237,7 +257,10 @@ class OffsetSyncWriter:
             return
         syncs = []
         for tp in busy:
-            planned = self._partitions[tp].plan(ends[tp], self._lag_max)
+            if ends[tp] is None:  # a transaction's markers not written in time: no syncs this stretch
+                self._partitions[tp].reanchor()
+                continue
+            planned = self._partitions[tp].plan(ends[tp], self._lag_max, marker=self._transactional)
             if planned is None:
                 if tp not in self._warned:
                     self._warned.add(tp)
@@ -249,11 +272,33 @@ class OffsetSyncWriter:
         if syncs:
             self._topic.write(syncs)
 
-    def _ends(self, tps: List[TopicPartition]) -> Dict[TopicPartition, int]:
+    def _ends(self, tps: List[TopicPartition]) -> Dict[TopicPartition, Optional[int]]:
+        """The target partitions' ends; for a transactional mirror, once no transaction is open
+        in them (None for one whose markers did not come within MARKERS_WAIT_S)."""
+        if not self._transactional:
+            return self._read_ends(tps)
+        deadline, step = time.monotonic() + MARKERS_WAIT_S, ASSIGN_RETRY_S
+        ends: Dict[TopicPartition, Optional[int]] = {}
+        waiting = list(tps)
+        while waiting:
+            high = self._read_ends(waiting, IsolationLevel.READ_UNCOMMITTED)
+            stable = self._read_ends(waiting, IsolationLevel.READ_COMMITTED)
+            for tp in waiting:
+                if stable[tp] == high[tp]:
+                    ends[tp] = high[tp]
+            waiting = [tp for tp in waiting if tp not in ends]
+            if waiting and (time.monotonic() > deadline or self._state.wait(step)):
+                ends.update({tp: None for tp in waiting})
+                break
+            step = min(step * 2, ASSIGN_RETRY_MAX_S)
+        return ends
+
+    def _read_ends(self, tps: List[TopicPartition], isolation=None) -> Dict[TopicPartition, int]:
         if not tps:
             return {}
         request = {KafkaTopicPartition(self._remote(tp.topic), tp.partition): OffsetSpec.latest() for tp in tps}
-        futures = self._admin.list_offsets(request, request_timeout=REQUEST_TIMEOUT_S)
+        by_isolation = {} if isolation is None else {"isolation_level": isolation}
+        futures = self._admin.list_offsets(request, request_timeout=REQUEST_TIMEOUT_S, **by_isolation)
         by_target = {(k.topic, k.partition): f.result().offset for k, f in futures.items()}
         return {tp: by_target[(self._remote(tp.topic), tp.partition)] for tp in tps}
 

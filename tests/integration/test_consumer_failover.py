@@ -86,7 +86,9 @@ RAW_FAILOVER = ("--use.raw.bytes", *FAILOVER[2:])
     (RAW_FAILOVER, {}),  # batches forwarded as they are
     # Every batch through raw mode's record path (its DEBUG line names each range).
     ((*RAW_FAILOVER, "--log.level", "DEBUG"), {"message.timestamp.type": "LogAppendTime"}),
-], ids=["records", "raw", "raw-record-path"])
+    # Transactions: each commit marker takes a target offset after the records it commits.
+    ((*FAILOVER, "--exactly.once"), {}),
+], ids=["records", "raw", "raw-record-path", "exactly-once"])
 def test_a_group_fails_over_to_the_target_missing_nothing(tmp_path, source, target, files, mode, topic_config):
     topic = source.create_topic("failover", partitions=2, config=topic_config)
     records = make_records(1000)

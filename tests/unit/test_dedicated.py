@@ -122,8 +122,6 @@ def test_our_consumer_groups_are_never_checkpointed_and_two_flows_may_not_share_
     ({"A->B.enabled": "true", "A->B.replication.factor": "0"}, "A->B.replication.factor = 0 is not a positive"),
     ({"metrics.port": "70000"}, "metrics.port = 70000 is not a port"),
     ({"A->B.enabled": "true", "replication.policy.class": "no.such.Policy"}, "A->B replication.policy.class"),
-    ({"A->B.enabled": "true", "B.exactly.once.source.support": "enabled"},
-     "set A->B.emit.offset-syncs.enabled = false"),
     ({"emit.heartbeats.enabled": "false"}, "no source->target replication flows"),
 ])
 def test_bad_input_is_one_line(props, message):
@@ -147,10 +145,11 @@ def test_what_this_tool_does_not_use_is_one_line_each(caplog):
     assert info and "B.group.id, offset.storage.replication.factor" in info[0]
 
 
-def test_exactly_once_per_target_cluster():
-    planned = flows(**{"A->B.enabled": "true", "B.exactly.once.source.support": "enabled",
-                       "A->B.emit.offset-syncs.enabled": "false"})
+def test_exactly_once_per_target_cluster_with_mirror_maker_2_s_defaults():
+    planned = flows(**{"A->B.enabled": "true", "B.exactly.once.source.support": "enabled"})
     assert planned["A->B"].config.exactly_once and not planned["C->B"].config.exactly_once
+    replication = planned["A->B"].config.replication
+    assert replication.emit_offset_syncs and replication.emit_checkpoints  # as MirrorMaker 2 has them
     assert planned["A->B"].config.producer["enable.idempotence"] == "true"
 
 

@@ -100,7 +100,7 @@ def test_validators_say_what_is_wrong(name, value, problem):
     (["--spark.conf", "a=b"], "--spark.conf is only used with --spark"),
     (["--exactly.once", "--use.raw.bytes"], "--exactly.once with --use.raw.bytes is not supported"),
     (["--exactly.once", "--emit.checkpoints.enabled", "true"],
-     "--emit.offset-syncs.enabled (on with --emit.checkpoints.enabled) with --exactly.once is not supported"),
+     "--emit.offset-syncs.enabled (on with --emit.checkpoints.enabled) needs the source partition kept"),
 ])
 def test_the_command_line_applies_the_spec_s_validators_and_rules(capsys, good_files, argv, message):
     assert cli.invoke(base_args(good_files, "--include", "t", *argv)) == 1

@@ -3,6 +3,7 @@
 import pytest
 
 from mirror_maker.errors import ConfigError
+from mirror_maker.config import spec
 from mirror_maker.config.topics import compile_include, kafka_include_string, select_topics
 
 
@@ -103,3 +104,14 @@ def test_invalid_regex_is_a_config_error(bad):
     with pytest.raises(ConfigError) as info:
         compile_include(bad)
     assert str(info.value).startswith("--include: ")
+
+
+@pytest.mark.parametrize("java,text,matches", JAVA_ANSWERS)
+def test_mirror_maker_2_regex_lists_mean_what_java_means(java, text, matches):
+    """``topics``, ``groups`` and their excludes are Java regexes too, each entry of the list."""
+    assert bool(spec.regex_list_pattern(f"other, {java}").fullmatch(text)) is matches
+
+
+@pytest.mark.parametrize("bad", ["a(", "[a-z&&]", "orders, \\p{InGreek}"])
+def test_an_invalid_regex_list_names_itself(bad):
+    assert spec.regex_list(bad).startswith(f"{bad} is an invalid regex list: ")
