@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -277,9 +278,10 @@ class Cluster:
         assert not missing, f"{len(missing)} values never reached {topic}, e.g. {sorted(missing)[:5]}"
         return rows
 
-    def end_offsets(self, topic: str) -> Dict[int, int]:
-        """Each partition's high watermark now (the offset the next record will get)."""
-        consumer = self.consumer()
+    def end_offsets(self, topic: str, isolation: str = "read_committed") -> Dict[int, int]:
+        """Each partition's end now: the last stable offset (read_committed), or the high watermark
+        (read_uncommitted: the offset the next record will get, past open transactions)."""
+        consumer = self.consumer(**{"isolation.level": isolation})
         try:
             return {p: consumer.get_watermark_offsets(KafkaTopicPartition(topic, p), timeout=10)[1]
                     for p in range(self.partitions(topic))}
@@ -551,3 +553,19 @@ RECORDS, RAW, EXACTLY_ONCE = Mode("records", []), Mode("raw", ["--use.raw.bytes"
 MODES = [RECORDS, RAW, pytest.param(EXACTLY_ONCE, marks=pytest.mark.needs_kafka_feature(
     "read_committed that hides aborted transactions"))]
 MODE_IDS = ["records", "raw", "exactly-once"]
+
+
+def raw_queue_problem(log: str) -> Optional[str]:
+    """What is wrong with raw mode's batches waiting for the target while it is away, as its wait
+    lines count them (batches and bytes): none said, or more than the fetcher's bound (fetching
+    pauses rather than queueing the outage)."""
+    from mirror_maker.shallow.fetcher import BUFFER_BATCHES, BUFFER_BYTES
+
+    waiting = [(int(batches), int(size)) for batches, size in
+               re.findall(r"waiting for the target to acknowledge (\d+) batches \((\d+) bytes\)", log)]
+    if not waiting:
+        return "a raw mirror waiting for its target did not say how many batches wait"
+    most = (max(b for b, _ in waiting), max(n for _, n in waiting))
+    if most[0] > BUFFER_BATCHES or most[1] > BUFFER_BYTES:
+        return f"{most[0]} batches of {most[1]} bytes queued for the target (bound {BUFFER_BATCHES}, {BUFFER_BYTES})"
+    return None

@@ -190,10 +190,10 @@ def test_migrating_from_an_at_least_once_group(tmp_path, source, target, files):
 def test_a_shard_of_a_larger_layout_is_fenced_at_start_even_where_it_was_no_partition_s_last_writer(
         tmp_path, source, target):
     """--num.streams 3 runs, then a process with 2 starts: shard 2 of the old layout owns only
-    partitions it never committed (idle ones), so no offset names it as a last writer; still
-    running, it would write a partition (idle, or added later) that the new layout gives to
-    another shard. The new process fences every shard of its group numbered 2 or more that the
-    target's coordinators know, at once."""
+    partitions it never committed (idle ones, before its first commit interval), so no offset
+    names it as a last writer; still running, it would write a partition (idle, or added later)
+    that the new layout gives to another shard. The new process fences every shard of its group
+    numbered 2 or more that the target's coordinators know, at once."""
     from mirror_maker.offsets.transactional import shard_of
 
     topic = source.create_topic("eos-layout", partitions=6)
@@ -201,12 +201,16 @@ def test_a_shard_of_a_larger_layout_is_fenced_at_start_even_where_it_was_no_part
     files = mirror_files(tmp_path, source, target)
     for p in busy:
         source.seed(topic, make_records(50, f"p{p}"), partition=p)
-    first = MirrorProcess(mirror_args(files, topic, EOS, "--num.streams", "3", "--offset.commit.interval.ms", "500"),
-                          tmp_path / "first.log")
+    # No commit in the minute the test takes: the busy shards' records wait in open transactions,
+    # and nothing on the target names any shard as a partition's last writer.
+    first = MirrorProcess(mirror_args(files, topic, EOS, "--num.streams", "3", "--offset.commit.interval.ms",
+                                      "600000"), tmp_path / "first.log")
     second = None
     try:
-        wait_until(lambda: len(target.committed(files.group, topic)) == len(busy), 60, "the busy partitions committed")
-        assert f"{files.group}.eos.2" in first.log()  # shard 2 runs, with nothing to commit
+        wait_until(lambda: sum(target.end_offsets(topic, "read_uncommitted").values()) >= 50 * len(busy), 60,
+                   "the busy partitions' records on the target, in open transactions")
+        assert f"{files.group}.eos.2" in first.log()  # shard 2 runs, with nothing to write
+        assert target.committed(files.group, topic) == {}
         second = MirrorProcess(mirror_args(files, topic, EOS, "--num.streams", "2", "--offset.commit.interval.ms",
                                            "500"), tmp_path / "second.log")
         second.wait_for_log(f"Fenced {files.group}.eos.2, a shard of an earlier layout (--num.streams is now 2)", 60)
