@@ -60,11 +60,12 @@ def stop_at(deadline: float):
 
 def commit_retrying(max_attempts: int = 5, max_delay_s: float = 30.0) -> Retrying:
     """Retry a synchronous commit (or a read of committed offsets) on retriable errors only,
-    bounded, logging each retry."""
+    bounded, logging each retry (INFO)."""
     return Retrying(
         retry=retry_if_exception(is_retriable),
         stop=stop_after_attempt(max_attempts) | stop_after_delay(max_delay_s),
         wait=wait_exponential(multiplier=0.2, max=5.0),
-        before_sleep=before_sleep_log(log, logging.WARNING),
+        # A retry that then succeeds is no warning; one that gives up raises to its caller.
+        before_sleep=before_sleep_log(log, logging.INFO),
         reraise=True,
     )

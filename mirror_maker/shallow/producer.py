@@ -399,8 +399,8 @@ class RawProducer:
                             "are not committed", self.pending())
                 return False
             if wait_log.due():
-                log.warning("waiting for the target to acknowledge %d batches; offsets are committed only "
-                            "after it does", self.pending())
+                log.warning("waiting for the target to acknowledge %d batches (%d bytes); offsets are committed "
+                            "only after it does", self.pending(), self.queued_bytes)
             self.pump()
             step = 100 if deadline is None else max(0, min(100, int((deadline - time.monotonic()) * 1000)))
             self._net.poll(timeout_ms=step)

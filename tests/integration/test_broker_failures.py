@@ -16,6 +16,7 @@ without the failures, and the tests that need them skip.
 
 from __future__ import annotations
 
+import datetime
 import logging
 import re
 import signal
@@ -28,7 +29,7 @@ from typing import Callable, Dict, List, Optional, Tuple
 import pytest
 
 from .harness import (BackgroundProducer, Cluster, MirrorProcess, byo, first_deliveries_out_of_order, hold,
-                      mirror_args, mirror_files, unique, values, wait_until)
+                      mirror_args, mirror_files, raw_queue_problem, unique, values, wait_until)
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]
 
@@ -60,6 +61,10 @@ SESSION = {"session.timeout.ms": 10000, "heartbeat.interval.ms": 1000}
 #: A stop may take the shutdown timeout, and the interpreter a moment to exit after it.
 EXIT_MARGIN_S = 5
 MAJORITY_OUTAGE = "two of three target nodes stopped for 30 s"
+STATUS_INTERVAL_S = 10
+#: How long after the majority's stop the committed offsets are read the first time: a commit
+#: whose records the target acknowledged just before it may still land.
+OUTAGE_SETTLED_S = 5
 WARN_OR_ERROR = re.compile(r"^\[[^\]]*\] (WARN|ERROR) ", re.MULTILINE)
 
 
@@ -149,7 +154,8 @@ class Mirror:
         self.target_topic = mode.target_topic(topic)
         files = mirror_files(work, source, target, group=group, consumer=SESSION)
         args = mirror_args(files, topic, "--num.streams", str(STREAMS), "--offset.commit.interval.ms", "1000",
-                           "--shutdown.timeout.ms", str(SHUTDOWN_TIMEOUT_MS), "--status.interval.ms", "10000",
+                           "--shutdown.timeout.ms", str(SHUTDOWN_TIMEOUT_MS),
+                           "--status.interval.ms", str(STATUS_INTERVAL_S * 1000),
                            *mode.args())
         self.process = MirrorProcess(args, work / f"{mode.alias}.log")
         #: (the step during which it exited, its exit code) if it did before the run's SIGTERM.
@@ -162,6 +168,9 @@ class Mirror:
         self.rows: List = []
         #: The offsets committed when the mirror had stopped.
         self.final_offsets: Dict[int, int] = {}
+        #: The source group's offsets early in the majority outage and at its end (not for
+        #: exactly-once, whose offsets are on the target that is away).
+        self.committed_in_outage: List[Dict[int, int]] = []
 
     def running(self, during: str) -> bool:
         code = self.process.process.poll()
@@ -215,6 +224,7 @@ class BrokerFailures:
         self.acked: List[bytes] = []
         self.positions: Dict[bytes, Tuple[int, int]] = {}
         self.seconds = 0.0
+        self.outage_began = 0.0
         self._current = "the start"
 
     # -- the run -----------------------------------------------------------------------
@@ -334,9 +344,18 @@ class BrokerFailures:
         stopped = sorted(cluster.nodes, key=lambda node: -counts[node])[:2]
         for node in stopped:
             cluster.stop_node(node)
-        hold(MAJORITY_OUTAGE_S, self._check_mirrors)
+        self.outage_began = time.time()  # wall-clock, as the log lines' times
+        hold(OUTAGE_SETTLED_S, self._check_mirrors)
+        self._note_committed_in_outage()
+        hold(MAJORITY_OUTAGE_S - OUTAGE_SETTLED_S, self._check_mirrors)
+        self._note_committed_in_outage()
         cluster.start_nodes(*stopped)
         return f"nodes {stopped[0]} and {stopped[1]} (SIGTERM)"
+
+    def _note_committed_in_outage(self) -> None:
+        for mirror in self.mirrors.values():
+            if not mirror.mode.exactly_once:
+                mirror.committed_in_outage.append(mirror.committed())
 
     def _coordinated_groups(self) -> Dict[str, str]:
         """The groups (``coordinated_groups``), once the target has its transaction state topic
@@ -435,6 +454,9 @@ def test_every_acked_record_is_mirrored_in_order(failures, mode):
     if out_of_order:
         problems.append(f"{len(out_of_order)} keys reached the target out of order, e.g. "
                         f"{next(iter(out_of_order.items()))}")
+    unfinished = mirror.lines_with("streams not finished") + mirror.lines_with("did not stop in time")
+    if unfinished:
+        problems.append(f"the stop left threads behind: {unfinished[0]}")
     stopped_in_time = mirror.stop_s <= SHUTDOWN_TIMEOUT_MS / 1000 + EXIT_MARGIN_S
     if not mirror.exited and (mirror.stop_code != 143 or not stopped_in_time):
         problems.append(f"SIGTERM: exit {mirror.stop_code} after {mirror.stop_s:.1f} s (143 within "
@@ -455,6 +477,7 @@ def test_mirroring_resumes_after_each_broker_failure(failures, mode):
     if unknown:
         problems.append(f"{len(unknown)} lines with 'Unknown member' from the start of {MAJORITY_OUTAGE} until "
                         f"caught up, e.g. {unknown[0]}")
+    problems += _outage_problems(mirror, outage, failures.outage_began)
     tracebacks = mirror.lines_with("Traceback (most recent call last)")
     if tracebacks:
         problems.append(f"{len(tracebacks)} tracebacks in the log")
@@ -466,3 +489,32 @@ def test_mirroring_resumes_after_each_broker_failure(failures, mode):
     if mirror.exited:
         problems.append(f"the mirror exited with {mirror.exited[1]} during {mirror.exited[0]}")
     assert not problems, "\n".join(problems)
+
+
+def _outage_problems(mirror: Mirror, outage: Step, began: float) -> List[str]:
+    """While two of three target nodes are away: nothing committed (the target acknowledges
+    nothing), the status line says STALLED within one status interval of the stall, and raw
+    mode's batches waiting for the target stay under the fetcher's bound."""
+    from mirror_maker.ops.stall import STALL_S
+
+    problems = []
+    start, end = outage.marks[mirror.mode.name]
+    early, late = (mirror.committed_in_outage + [None, None])[:2]
+    if early is not None and late != early:
+        problems.append(f"offsets committed while the target could not acknowledge anything: {early} -> {late}")
+    stalled = [_logged_at(line) for line in mirror.lines_with("STALLED for", start, end)]
+    due = began + STALL_S + STATUS_INTERVAL_S + 2
+    if not stalled or stalled[0] > due:
+        problems.append(f"no STALLED status line within {STALL_S + STATUS_INTERVAL_S:.0f} s of the outage's start "
+                        f"(first: {stalled[0] - began:.0f} s)" if stalled else
+                        "no STALLED status line during the outage")
+    queue = raw_queue_problem(mirror.process.log()[start:end]) if mirror.mode.name == "raw" else None
+    if queue:
+        problems.append(f"during {MAJORITY_OUTAGE}: {queue}")
+    return problems
+
+
+def _logged_at(line: str) -> float:
+    """A log line's wall-clock time (Kafka's layout: ``[2026-11-26 18:37:18,123] ...``)."""
+    stamp = re.match(r"\[([\d-]+ [\d:]+,\d+)\]", line).group(1)
+    return datetime.datetime.strptime(stamp, "%Y-%m-%d %H:%M:%S,%f").timestamp()
