@@ -151,3 +151,43 @@ def test_a_wrong_store_password_from_a_directory_provider(tmp_path, source, targ
     assert mirror.wait(30) == 1, mirror.log()
     assert "wrong password" in mirror.log() and "Traceback" not in mirror.log()
     no_marker(mirror.log())
+
+
+def test_a_marker_password_in_an_mm2_properties_file_is_never_shown(tmp_path, source, target):
+    """The dedicated mode: the source's SASL password as a value and through the env provider, a
+    store password through the file provider, at DEBUG, in the log, the status lines and /metrics."""
+    import sys
+
+    from .test_dedicated_mode import BIN
+
+    user = unique("marker-mm2")
+    _marker_user(source, user)
+    topic = source.create_topic(f"{user}-t", partitions=2)
+    allow(source, user, ResourceType.TOPIC, user, AclOperation.READ, AclOperation.DESCRIBE,
+          pattern=ResourcePatternType.PREFIXED)
+    allow(source, user, ResourceType.GROUP, "mm2-", AclOperation.READ, pattern=ResourcePatternType.PREFIXED)
+    allow(source, user, ResourceType.TOPIC, "*", AclOperation.DESCRIBE, AclOperation.DESCRIBE_CONFIGS)
+    records = make_records(100)
+    source.seed(topic, records)
+    (tmp_path / "secrets.properties").write_text(f"store={MARKER}\n")
+    props = {**PROVIDERS, "clusters": "A, B", "A->B.enabled": "true", "A->B.topics": topic,
+             "emit.heartbeats.enabled": "false", "emit.offset-syncs.enabled": "false",
+             "sync.topic.acls.enabled": "false", "sync.topic.configs.enabled": "false",
+             "B.bootstrap.servers": target.bootstrap, "replication.factor": 1, "offset-syncs.topic.replication.factor": 1,
+             "metrics.port": free_port(), "status.interval.ms": 1000}
+    props.update({f"A.{key}": value for key, value in sasl(source, user, password=MARKER).items()})
+    props["A.sasl.jaas.config"] = props["A.sasl.jaas.config"].replace(MARKER, "${env:MM_TEST_SASL_PASSWORD}")
+    props["A.ssl.key.password"] = f"${{file:{tmp_path}/secrets.properties:store}}"
+    props["A.consumer.debug"] = "security,conf"  # librdkafka's own lines with the settings, at DEBUG
+    path = tmp_path / "mm2.properties"
+    path.write_text("".join(f"{key} = {value}\n" for key, value in props.items()))
+    mirror = MirrorProcess([], tmp_path / "m.log", command=[sys.executable, str(BIN), str(path), "--log.level", "DEBUG"],
+                           env={"MM_TEST_SASL_PASSWORD": MARKER})
+    try:
+        target.read_values(f"A.{topic}", [r.value for r in records], timeout_s=60)
+        mirror.wait_for_log("Status A->B:", 15)
+        metrics = wait_until(lambda: _scrape(props["metrics.port"]), 15, "/metrics")
+        assert "kafka_connect_mirror_mirrorsourceconnector_record_count" in metrics
+    finally:
+        assert mirror.stop(signal.SIGTERM) == 143, mirror.log()
+    no_marker(mirror.log(), metrics)
