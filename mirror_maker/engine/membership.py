@@ -34,6 +34,9 @@ class GroupMembership:
     """The stream's consumer in the source group: subscribed to the matching topics (refreshed
     by the runner's subscription), the group's assignments passed to the stream."""
 
+    #: A member of the source group: a wait for the target must keep its place (``Stream.keep_alive``).
+    in_group = True
+
     def __init__(self, stream, consumer, subscription, incremental: bool, batch_size: int,
                  static_member: bool) -> None:
         self._stream = stream
@@ -141,6 +144,8 @@ class ShardMembership:
     stable hash is n mod N (``offsets.transactional.shard_partitions``), as topics come and go.
     The target's group coordinator cannot check the source group's generation, so partitions are
     not handed out by a group: a shard's transactional.id fences whoever ran it before."""
+
+    in_group = False
 
     def __init__(self, stream, consumer, subscription, shards: int) -> None:
         from ..offsets.transactional import shard_partitions

@@ -39,9 +39,11 @@ LAG_UPDATE_S = 0.2
 #: A revoke's flush may take this share of max.poll.interval.ms: the whole group waits for this
 #: member's rebalance callback, and a member that takes longer than that is thrown out of it.
 REVOKE_SHARE_OF_POLL_INTERVAL = 0.5
-#: While a wait for the target blocks the loop, the group is served this often (librdkafka's
-#: shortest max.poll.interval.ms is 1 s; the default is 5 minutes).
-KEEP_ALIVE_S = 0.5
+#: While a wait for the target blocks the loop, the group is served once the wait has lasted a
+#: quarter of max.poll.interval.ms (librdkafka's shortest is 1 s), at most this long: serving it
+#: pauses the partitions, which drops what librdkafka fetched ahead, so not at every short wait.
+KEEP_ALIVE_SHARE_OF_POLL_INTERVAL = 0.25
+KEEP_ALIVE_MAX_S = 5.0
 
 
 class StreamLog(logging.LoggerAdapter):
@@ -85,7 +87,7 @@ class Stream(threading.Thread):
         #: --emit.offset-syncs.enabled: this stream's OffsetSyncWriter (set by the runner).
         self.offset_syncs = None
         self._keeping_alive = False
-        self._next_keep_alive = 0.0
+        self._keep_alive_s = min(KEEP_ALIVE_MAX_S, self._config.max_poll_interval_s * KEEP_ALIVE_SHARE_OF_POLL_INTERVAL)
         self._in_rebalance = 0
 
     # -- lifecycle ---------------------------------------------------------------------
@@ -178,14 +180,15 @@ class Stream(threading.Thread):
 
     def keep_alive(self) -> None:
         """While a wait for the target blocks the loop (``clients.waiting``): keep the stream's
-        place in the source group, at most once a KEEP_ALIVE_S. The source pauses its partitions
-        (nothing is read meanwhile; reading goes on where it stopped) and serves the group; a
-        rebalance it serves is handled as in the loop (a revoke flushes and commits first)."""
+        place in the source group, once the loop has not polled for a quarter of
+        max.poll.interval.ms (at most KEEP_ALIVE_MAX_S). The source pauses its partitions (nothing
+        is read meanwhile; reading goes on where it stopped) and serves the group; a rebalance it
+        serves is handled as in the loop (a revoke flushes and commits first). Static shards
+        (exactly-once) are in no group: nothing to keep."""
         now = time.monotonic()
-        if (self._keeping_alive or self._in_rebalance or now < self._next_keep_alive or self.parts is None
-                or self._state.stopping):
+        if (self._keeping_alive or self._in_rebalance or self.parts is None or self._state.stopping
+                or now - self.last_progress < self._keep_alive_s or not self.parts.membership.in_group):
             return
-        self._next_keep_alive = now + KEEP_ALIVE_S
         self._keeping_alive = True
         try:
             self.parts.source.keep_alive()

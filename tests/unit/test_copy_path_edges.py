@@ -53,7 +53,8 @@ def test_a_partition_revoked_while_a_wait_paused_it_is_read_again_when_the_group
     worker, _, _ = stream(consumer=consumer)
     ktps = [KafkaTopicPartition("t", 0), KafkaTopicPartition("t", 1)]
     consumer.during_consume = [lambda: worker.parts.membership._on_revoke(consumer, ktps)]
-    worker.keep_alive()  # inside a flush: pauses t-0 and t-1, then the revoke is served
+    worker.last_progress -= 60  # a long flush
+    worker.keep_alive()  # inside it: pauses t-0 and t-1, then the revoke is served
     assert worker.assigned == set()
     consumer.during_consume = [lambda: worker.parts.membership._on_assign(consumer, ktps)]
     mirror(worker, [])  # the flush ended; the loop reads again and its poll serves the assignment

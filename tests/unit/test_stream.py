@@ -333,11 +333,12 @@ def test_a_wait_for_the_target_keeps_the_group_with_paused_partitions_and_readin
     consumer = PausingConsumer()
     worker, _, _ = stream(consumer=consumer)
     consumer.batches = [[Msg("t", 0, 7)]]  # fetched before the pause took effect: read again later
+    worker.last_progress -= 60  # the loop has not polled for a minute
     worker.keep_alive()
     assert consumer.calls[:2] == [("pause", [0, 1]), "consume"]
     assert ("seek", 0, 7) in consumer.calls and worker.checkpoint.pending == {}
     consumer.calls.clear()
-    worker.keep_alive()  # again within KEEP_ALIVE_S: nothing
+    worker.keep_alive()  # the group was served just now: nothing
     assert consumer.calls == []
     mirror(worker, [Msg("t", 0, 7)])
     assert consumer.calls[0] == ("resume", [0, 1]) and worker.checkpoint.pending == {T0: 8}
@@ -352,6 +353,7 @@ def test_a_wait_inside_a_rebalance_callback_does_not_serve_the_group_itself():
     waiting.register(worker.keep_alive)
     try:
         worker.checkpoint.pending[T0] = 5
+        worker.last_progress -= 60  # the loop has not polled for a minute
         producer.flush = lambda deadline=None: waiting.serve() or True  # a flush that waits
         worker.partitions_revoked([T0])
         assert "consume" not in consumer.calls
@@ -380,3 +382,17 @@ def test_a_partition_whose_end_holds_no_record_to_return_is_at_its_end_by_the_fe
     consumer.positions = {0: 8}  # it moves again: the fetch view waits for newer statistics
     worker.update_lag()
     assert worker.at_end == set()
+
+
+def test_a_short_wait_does_not_serve_the_group_and_static_shards_never_do():
+    """Serving the group pauses the partitions, which drops what librdkafka fetched ahead: a wait
+    shorter than a quarter of max.poll.interval.ms (a commit's flush, a full queue) leaves the
+    partitions alone, and exactly-once's shards, in no group, are never paused."""
+    consumer = PausingConsumer()
+    worker, _, _ = stream(consumer=consumer)
+    worker.keep_alive()  # the loop polled just now
+    assert consumer.calls == []
+    worker.last_progress -= 60
+    worker.parts.membership.in_group = False
+    worker.keep_alive()
+    assert consumer.calls == []
