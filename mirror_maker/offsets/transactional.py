@@ -264,12 +264,31 @@ class TransactionalCommitter:
         thing that happened to the transactional.id, where a new owner would show its own state."""
         if error.code() not in _FENCED_CODES:
             return fenced_or_fatal(error, self._transactional_id)
-        state = self._state_of(self._transactional_id)
-        if state in ("PrepareAbort", "CompleteAbort"):
+        if self._aborted_by_the_coordinator():
             return ProducerUnusable(f"the target's transaction coordinator aborted the open transaction of "
                                     f"{self._transactional_id} and bumped its epoch ({error.str()}): it stayed "
                                     f"open longer than transaction.timeout.ms")
         return fenced_or_fatal(error, self._transactional_id)
+
+    def _aborted_by_the_coordinator(self) -> bool:
+        """Whether the transactional.id stays aborted with nobody after us. A new owner's start
+        passes through the same abort (its InitProducerId aborts our open transaction first) and
+        leaves it Empty or Ongoing a moment later: taken for the coordinator's own abort, our new
+        producer would fence it back, and the two would take the id from each other for ever."""
+        deadline = time.monotonic() + ABORT_WAIT_S
+        previous = None
+        while True:
+            state = self._state_of(self._transactional_id)
+            if state not in ("PrepareAbort", "CompleteAbort"):
+                return False
+            if state == previous == "CompleteAbort":
+                return True
+            if time.monotonic() >= deadline:
+                # Still writing its markers (a target that is away): our new producer's start
+                # waits for them, and a fence at its first transaction stops the run.
+                return True
+            previous = state
+            time.sleep(ABORT_SETTLE_S)
 
     def _state_of(self, transactional_id: str) -> Optional[str]:
         """The coordinator's state of ``transactional_id``, asked again a few times while it
@@ -297,6 +316,11 @@ COMMIT_RESUME_S = 0.1
 #: another writer is concluded from no answer.
 DESCRIBE_ATTEMPTS = 3
 DESCRIBE_RETRY_S = 2.0
+#: An abort is the coordinator's own only if the transactional.id is CompleteAbort twice this far
+#: apart (a new owner's start moves it on within milliseconds of its abort), or still aborting
+#: after ABORT_WAIT_S.
+ABORT_SETTLE_S = 1.0
+ABORT_WAIT_S = 30.0
 
 
 def bounded(call, args, timeout_s: float, name: str):

@@ -233,7 +233,9 @@ def test_a_fence_is_not_concluded_while_the_coordinator_cannot_say_whose_it_was(
     import mirror_maker.offsets.transactional as transactional
 
     monkeypatch.setattr(transactional, "DESCRIBE_RETRY_S", 0.0, raising=False)
-    answers = [None, None, "CompleteAbort"]  # not known yet, twice; then the coordinator answers
+    monkeypatch.setattr(transactional, "ABORT_SETTLE_S", 0.0)
+    # Not known yet, twice; then the coordinator answers, and again a moment later: nobody after us.
+    answers = [None, None, "CompleteAbort", "CompleteAbort"]
     fenced = KafkaError(KafkaError._FENCED, "Producer attempted an operation with an old epoch", fatal=True)
     committer = TransactionalCommitter(TxnProducer(), Target(), Source(), "g.eos.0", Sink(fatal=fenced),
                                        states=lambda transactional_id: answers.pop(0) if answers else None)

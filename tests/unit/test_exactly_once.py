@@ -210,6 +210,8 @@ def test_a_fence_is_the_coordinator_s_own_abort_only_if_it_shows_an_abort_as_the
     from mirror_maker.offsets.transactional import ProducerUnusable
 
     monkeypatch.setattr(transactional, "DESCRIBE_RETRY_S", 0.0)
+    monkeypatch.setattr(transactional, "ABORT_SETTLE_S", 0.0)
+    monkeypatch.setattr(transactional, "ABORT_WAIT_S", 0.0)  # still aborting: the coordinator's own
 
     fenced = KafkaError(KafkaError._FENCED, "Producer attempted an operation with an old epoch", fatal=True)
     committer = TransactionalCommitter(TxnProducer(), Target(), Source(), "g.eos.0", Sink(fatal=fenced),
@@ -218,6 +220,28 @@ def test_a_fence_is_the_coordinator_s_own_abort_only_if_it_shows_an_abort_as_the
         committer.commit({T0: 7})
     if not unusable:
         assert "fenced: another mirror with the same group took over transactional.id g.eos.0" in str(raised.value)
+
+
+@pytest.mark.parametrize("looks, unusable", [
+    (["CompleteAbort", "CompleteAbort", "CompleteAbort"], True),  # nobody after us: the coordinator's own
+    (["PrepareAbort", "CompleteAbort", "CompleteAbort"], True),
+    (["CompleteAbort", "Empty"], False),  # a new owner's start aborted us on its way: a fence
+    (["PrepareAbort", "CompleteAbort", "Ongoing"], False),
+    (["PrepareAbort", "PrepareAbort", "CompleteAbort", "Empty"], False),
+])
+def test_an_abort_is_the_coordinator_s_own_only_while_nobody_takes_the_id_after_it(looks, unusable, monkeypatch):
+    """Two mirrors that each took the other's fence for the coordinator's timeout abort started
+    new producers under the id in turn, for ever (seen: epochs 216, 218, ... a second apart)."""
+    from mirror_maker.offsets import transactional
+    from mirror_maker.offsets.transactional import ProducerUnusable
+
+    monkeypatch.setattr(transactional, "ABORT_SETTLE_S", 0.0)
+    answers = iter(looks)
+    fenced = KafkaError(KafkaError._FENCED, "Producer attempted an operation with an old epoch", fatal=True)
+    committer = TransactionalCommitter(TxnProducer(), Target(), Source(), "g.eos.0", Sink(fatal=fenced),
+                                       states=lambda transactional_id: next(answers))
+    with pytest.raises(ProducerUnusable if unusable else ClientFailed):
+        committer.commit({T0: 7})
 
 
 def test_a_fatal_error_the_producer_holds_is_served_before_the_next_transaction_begins():
