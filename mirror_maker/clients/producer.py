@@ -29,7 +29,10 @@ from ..engine.state import RunState
 
 log = logging.getLogger("mirror_maker.producer")
 
-FLUSH_STEP_S = 1.0
+#: One step of a flush. Under 0.2 s, confluent-kafka makes it one librdkafka flush: longer ones it
+#: cuts into chunks, and a chunk after the one a fatal error stopped serves the next delivery
+#: reports with that error still pending in the thread (``callbacks``).
+FLUSH_STEP_S = 0.1
 #: How long a record for a partition the target's metadata does not know yet waits for it.
 UNKNOWN_PARTITION_WAIT_S = 10.0
 ROOM_WAIT_S = 0.002

@@ -205,26 +205,38 @@ class ExactlyOnceMode:
     def __init__(self, shared: Shared) -> None:
         self._shared = shared
         self._ready = None
-        self._first = None
 
     def prepare(self, streams: List[Stream]) -> None:
-        from .exactly_once import StreamsReady
+        """The streams read once every one of them has fenced its predecessor and the shards of
+        an earlier, larger --num.streams are fenced: that fencing runs beside the streams' own
+        starts (it asks the target's coordinators first), not before them."""
+        from .exactly_once import StreamsReady, fence_larger_layouts
 
-        self._ready = StreamsReady(len(streams))
-        self._first = min((stream.index for stream in streams), default=None)
+        config = self._shared.config
+        self._ready = ready = StreamsReady(len(streams) + 1)
+
+        def fence() -> None:
+            """A safeguard the mirror can go on without: a failure is one WARN line. It may wait
+            on a target that is away: a stop does not wait for it (the streams stop waiting)."""
+            try:
+                fence_larger_layouts(config.producer, config.exactly_once_group, config.num_streams)
+            except Exception as exc:
+                log.debug("fencing the shards of an earlier layout failed", exc_info=True)
+                log.warning("Fencing the shards of an earlier, larger --num.streams failed: %s: %s",
+                            type(exc).__name__, exc)
+            finally:
+                ready.arrive()
+        threading.Thread(target=fence, name="mirror-maker-layout-fence", daemon=True).start()
 
     def build(self, stream: Stream) -> Optional[Parts]:
         from ..offsets.transactional import TargetOffsets, TransactionalCommitter
-        from .exactly_once import (TargetStarts, TransactionalSink, fence_larger_layouts, start_producer,
-                                   transaction_states, transactional_conf)
+        from .exactly_once import (TargetStarts, TransactionalSink, start_producer, transaction_states,
+                                   transactional_conf)
 
         shared, config, state = self._shared, self._shared.config, self._shared.state
         group = config.exactly_once_group
         producer = None
         try:
-            if stream.index == self._first:
-                _bounded_by_stop(state, lambda: fence_larger_layouts(config.producer, group, config.num_streams),
-                                 "Fencing the shards of an earlier, larger --num.streams")
             producer = start_producer(config, stream.index, state, shared.metrics, shared.producer.errors)
             stream.log.info("Exactly-once shard %d of %d: transactional.id %s", stream.index, config.num_streams,
                             transactional_conf(config, stream.index)["transactional.id"])
@@ -259,24 +271,6 @@ class ExactlyOnceMode:
         starts = TargetStarts(stream, target, transactional_conf(config, stream.index), consumer, group,
                               config.num_streams, own_id)
         return Parts(membership, source, sink, committer, _starts(shared, consumer, starts, deferrable=False))
-
-
-def _bounded_by_stop(state, work, what: str) -> None:
-    """Run ``work`` in a thread of its own and wait for it until a stop (it may wait on a target
-    that is away; a stop must not wait for it). A failure is one WARN line: the work is a
-    safeguard the mirror can go on without."""
-    def run() -> None:
-        try:
-            work()
-        except Exception as exc:
-            log.debug("%s failed", what, exc_info=True)
-            log.warning("%s failed: %s: %s", what, type(exc).__name__, exc)
-
-    thread = threading.Thread(target=run, name="mirror-maker-set-up", daemon=True)
-    thread.start()
-    while thread.is_alive():
-        if state.wait(0.1):
-            return
 
 
 def mode_for(shared: Shared):
