@@ -72,11 +72,12 @@ BENCH_VENV := .venv-bench
 $(BENCH_VENV)/.installed: setup.cfg pyproject.toml benchmarks/requirements.txt
 	$(PYTHON) -m venv $(BENCH_VENV)
 	$(BENCH_VENV)/bin/pip install --quiet --upgrade pip
-	$(BENCH_VENV)/bin/pip install --quiet -e '.[embedded,spark]' -r benchmarks/requirements.txt
+	$(BENCH_VENV)/bin/pip install --quiet -e '.[embedded,spark,raw]' -r benchmarks/requirements.txt
 	touch $@
 
-## The commit whose mirror the benchmark runs next to today's (before -> after, same run).
-BENCH_BASELINE ?= 6848b87
+## The commit whose modes the benchmark runs next to today's (before -> after, same run): the last
+## landed before the modes shared one copy loop.
+BENCH_BASELINE ?= b988dfb
 
 ## The Python peers (quixstreams) in their own venv: they pin another confluent-kafka than the mirror.
 PEERS_VENV := .venv-peers

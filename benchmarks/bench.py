@@ -17,16 +17,18 @@ the cost growth, a profile, results/latest.json, .md, .png and a row of results/
 throughput issues against the run (goals.py) and where the machine's CPU went in the main runs
 (cpu_split.py: the tool's threads, both brokers, and whether its busiest thread waited for a core).
 
-How a run is timed. On Apache Kafka every tool is timed the same way: from process start until
-a watcher sees every record on the target (exact high watermarks, read_committed: the last stable
-offsets, so a transactional tool counts only committed records; one ListOffsets request every
-10 ms), then SIGTERM; the time to the
-first mirrored record and the time from SIGTERM to exit are reported too. Exactly-once rows on
-Kafka only: ours (--exactly.once, default commit interval) against MirrorMaker 2 with
-exactly.once.source.support=enabled, next to the at-least-once rows. On Tansu, whose
-ListOffsets is wrong, the mirror exits by itself (--exit.when.caught.up) and the peers after
-their count: from process start to exit; the mirror's own INFO lines give its group join and its
-rate from then until it caught up.
+How a run is timed. On Apache Kafka every row is timed in steady state: a watcher reads the
+target's end offsets (read_committed: the last stable offsets, so a transactional tool counts
+only committed records) every 10 ms from the process start; the window starts --settle seconds
+after the first record on the target and lasts --window seconds, over a backlog (STEADY_BACKLOG)
+that the fastest tool does not finish sooner; then SIGTERM. The row's rate is the records that
+arrived over the window (medians of --runs, with their spread); start-up (process start to first
+record), end to end (what the run mirrored over its whole time) and the stop are reported beside
+it. The limits time their own loops over the same window. Exactly-once rows commit every second.
+On Tansu, whose ListOffsets is wrong, the mirror exits by itself (--exit.when.caught.up) and the
+peers after their count: from process start to exit; the mirror's own INFO lines give its group
+join and its rate from then until it caught up. With the brokers pinned to core 0 and the tool to
+core 1 (taskset), the streams run again: how they scale where the mirror has a core of its own.
 
     .venv-bench/bin/python benchmarks/bench.py --runs 3          # what `make bench` runs
 """
@@ -49,7 +51,7 @@ import tempfile
 import time
 from collections import Counter
 from pathlib import Path
-from typing import Callable, Dict, List, Optional
+from typing import Callable, Dict, List, Optional, Tuple
 
 from confluent_kafka import (OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Producer, TopicPartition,
                              libversion)
@@ -65,6 +67,19 @@ from cpu_split import CpuSplit, thread_shares  # noqa: E402
 from mirror_maker.embedded import die_with_parent  # noqa: E402
 
 WORKLOADS = [(100, 1_000_000), (1000, 200_000), (102400, 2_000)]
+#: On Apache Kafka a run is timed over a window once records flow (--settle, then --window
+#: seconds): the backlog is what raw mode, the fastest, mirrors in a little more than that (its
+#: rate once flowing, with a margin), so that every row's window is whole. Deleted after its rows.
+STEADY_BACKLOG = {(100, "none"): 45_000_000, (100, "lz4"): 90_000_000, (1000, "none"): 14_000_000,
+                  (1000, "lz4"): 42_000_000, (102400, "none"): 150_000, (102400, "lz4"): 400_000}
+#: Tansu keeps its log in memory: its backlogs are what its memory holds, and its runs are timed
+#: by the mirror's own lines from the group join (docs/performance.md says what that means).
+TANSU_BACKLOG = {100: 5_000_000, 1000: 1_000_000, 102400: 10_000}
+SEED_VALUES = 10_000
+#: The profile's records: several seconds of record mode once flowing, so that its start is a small part.
+PROFILE_RECORDS = 3_000_000
+#: The default sizes: the goals' (100 B and 1 KB); 100 KB with --sizes.
+DEFAULT_SIZES = (100, 1000)
 GROUP_SETTINGS = "session.timeout.ms=2000\nheartbeat.interval.ms=200\nmax.poll.interval.ms=60000\n"
 WATCH_STEP_S = 0.01
 #: How often a run's threads are read for the CPU split (a thread keeps its last reading).
@@ -89,6 +104,7 @@ RAW_GOAL = (100, 5_000_000, "lz4")
 #: MirrorMaker 2 with MirrorMaker 2's defaults (the default policy, offset syncs, checkpoints,
 #: heartbeats, syncs), tasks.max 1.
 DEDICATED = (1000, 200_000, "lz4")
+DEDICATED_STEADY = 2_000_000
 RECORD_PATH = (100, 1_000_000, "lz4")
 RECORD_PATH_SOURCES = {
     "LogAppendTime": {"message.timestamp.type": "LogAppendTime"},
@@ -111,14 +127,20 @@ def seed(bootstrap: str, topics, size: int, count: int, compression: str, keys: 
                          "batch.num.messages": 100000, "queue.buffering.max.messages": 1000000,
                          "queue.buffering.max.kbytes": 2097151, "message.max.bytes": 10000000,
                          "compression.type": compression})
-    # JSON-like text with a random tail, so that lz4 has something (but not everything) to compress.
-    for i in range(count):
+    # JSON-like text with a random tail, so that lz4 has something (but not everything) to compress:
+    # SEED_VALUES of them in turn (a batch holds different ones), so that tens of millions of
+    # records are seeded at the client's produce rate.
+    values = []
+    for i in range(min(count, SEED_VALUES)):
         body = f'{{"seq":{i},"user":"u{i % 5000}","tail":"{os.urandom(8).hex()}"}}'.encode()
-        value = (body * (size // len(body) + 1))[:size]
-        topic = topics[i % len(topics)]
+        values.append((body * (size // len(body) + 1))[:size])
+    names = [f"k{i}".encode() for i in range(keys or 1000)]
+    produce = producer.produce
+    for i in range(count):
+        key = names[draw.randrange(keys)] if keys else names[i % 1000]
         while True:
             try:
-                producer.produce(topic, value, f"k{draw.randrange(keys) if keys else i % 1000}".encode())
+                produce(topics[i % len(topics)], values[i % len(values)], key)
                 break
             except BufferError:
                 producer.poll(0.05)
@@ -205,13 +227,15 @@ def peak_rss(pid: int) -> int:
 
 def measure(command, log_path: Path, env=None, whole_tree: bool = False,
             watch: Optional[Callable[[], Optional[int]]] = None, expected: int = 0,
-            cpu: Optional[CpuSplit] = None) -> dict:
+            cpu: Optional[CpuSplit] = None, window: Optional[Tuple[float, float]] = None) -> dict:
     """Run ``command`` as a child: CPU from wait4, its peak RSS from its VmHWM read at every step
     (or, ``whole_tree``, both sampled over the process tree every 0.5 s), and the time it took.
 
     With ``watch`` (the records on the target now), the run is timed until ``expected`` records
     are there; the child then gets SIGTERM, and the first record's arrival and the stop are timed
-    too. Without it, the child is timed until it exits by itself. ``cpu``: where the machine's CPU
+    too. With a ``window`` (settle, length) as well, it ends ``settle + length`` seconds after the
+    first record (or at ``expected``, the backlog mirrored, if sooner): its steady rate is the
+    records that arrived over the window, after the settling seconds. Without it, the child is timed until it exits by itself. ``cpu``: where the machine's CPU
     went while records flowed (from the first record on the target to the last), or without a
     watcher over the child's whole life.
     """
@@ -221,6 +245,7 @@ def measure(command, log_path: Path, env=None, whole_tree: bool = False,
     peak_tree, peak_own, cpu_seen, sample_at, threads_at = 0, 0, {}, 0.0, 0.0
     first = done = stop_sent = None
     first_count = 0
+    marks: List[Tuple[float, int]] = []  # (seconds since start, records on the target) once flowing
     with open(log_path, "wb") as log:
         process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, cwd=str(ROOT),
                                    env={**os.environ, **(env or {})}, preexec_fn=die_with_parent())
@@ -244,7 +269,16 @@ def measure(command, log_path: Path, env=None, whole_tree: bool = False,
                     first, first_count = now - started, on_target
                     if cpu is not None:
                         cpu.restart(process.pid)
-                if on_target >= expected or now - started > RUN_TIMEOUT_S:
+                if first is not None:
+                    marks.append((now - started, on_target))
+                window_over = window is not None and first is not None and now - started >= first + sum(window)
+                if window_over:
+                    done = now - started
+                    if cpu is not None:
+                        cpu.stop(process.pid)
+                    stop_sent = time.monotonic()
+                    os.kill(process.pid, signal.SIGTERM)
+                elif on_target >= expected or now - started > RUN_TIMEOUT_S:
                     done = now - started if on_target >= expected else None
                     if cpu is not None and done is not None:
                         cpu.stop(process.pid)
@@ -271,12 +305,24 @@ def measure(command, log_path: Path, env=None, whole_tree: bool = False,
     if watch is not None:
         result.update(seconds=done if done is not None else float("nan"), first_record_s=first,
                       stop_s=ended - stop_sent if stop_sent else None, mirrored=done is not None)
-        if done is not None and first is not None and done > first:
+        if window is not None and marks:
+            result.update(steady_rate(marks, first + window[0]), records_done=marks[-1][1])
+        elif done is not None and first is not None and done > first:
             # The rate once records flow (start-up excluded), as the limits' own loops are timed.
             result["records_per_s_after_first"] = (expected - first_count) / (done - first)
     else:
         result.update(seconds=ended - started)
     return result
+
+
+def steady_rate(marks: List[Tuple[float, int]], from_s: float) -> dict:
+    """The records that arrived from ``from_s`` to the last mark, over that time (the watcher's
+    marks: seconds since the start, records on the target)."""
+    start = next((mark for mark in marks if mark[0] >= from_s), marks[-1])
+    end = marks[-1]
+    if end[0] <= start[0]:
+        return {}
+    return {"steady_records_per_s": (end[1] - start[1]) / (end[0] - start[0]), "steady_window_s": end[0] - start[0]}
 
 
 def properties(work: Path, tag: str, source: str, target: str, compression: str,
@@ -337,7 +383,12 @@ def _broker_pid(broker) -> int:
 
 
 def summarize(samples, records: int, size: int) -> dict:
+    """The median run of a row. Steady runs (a window once records flow): records/s is the steady
+    rate, with its spread over the runs and the shortest window; end to end is what the run
+    mirrored over its whole time, start-up included; CPU s/GB over what it mirrored."""
     good = [s for s in samples if s["ok"]] or samples
+    if all(s.get("steady_records_per_s") for s in good):
+        return _summarize_steady(samples, good, size)
     seconds = statistics.median(s["seconds"] for s in good)
     cpu = statistics.median(s["cpu_seconds"] for s in good)
     gigabytes = records * size / 1e9
@@ -365,6 +416,30 @@ def summarize(samples, records: int, size: int) -> dict:
     return summary
 
 
+def _summarize_steady(samples, good, size: int) -> dict:
+    rates = [s["steady_records_per_s"] for s in good]
+    rate = statistics.median(rates)
+    done = [max(s.get("records_done", 0), 1) for s in good]
+    summary = {"records_per_s": round(rate), "mb_per_s": round(rate * size / 1e6, 1),
+               "spread": [round(min(rates)), round(max(rates))],
+               "window_s": round(min(s["steady_window_s"] for s in good), 1),
+               "end_to_end_records_per_s": round(statistics.median(d / s["seconds"] for d, s in zip(done, good))),
+               "seconds": round(statistics.median(s["seconds"] for s in good), 2),
+               "cpu_s_per_gb": round(statistics.median(s["cpu_seconds"] / (d * size / 1e9) for d, s in zip(done, good)),
+                                     1),
+               "peak_rss_mb": round(statistics.median(s["peak_rss_mb"] for s in good), 1),
+               "runs": len(samples), "ok": all(s["ok"] for s in samples)}
+    for key in ("first_record_s", "stop_s", "startup_s"):
+        values = [s[key] for s in good if s.get(key) is not None]
+        if values:
+            summary[key] = round(statistics.median(values), 2)
+    split = [s for s in good if s.get("cpu_split")]
+    if split:  # the run nearest the median's rate, whole: a split's parts add up only within one run
+        nearest = min(split, key=lambda s: abs(s["steady_records_per_s"] - rate))
+        summary["cpu_split"] = {key: round(value, 2) for key, value in nearest["cpu_split"].items()}
+    return summary
+
+
 def byte_compile(root: Path) -> None:
     """Compile the package as ``pip install`` does. Where PYTHONDONTWRITEBYTECODE is set (this
     machine sets it), every start of the mirror compiled it again: 0.15 s of each run's start-up
@@ -384,6 +459,14 @@ class Bench:
                            cwd=ROOT, check=True)
             byte_compile(self.baseline)
 
+    def _steady(self, brokers: Brokers) -> bool:
+        """Runs on this broker kind are timed over a window once records flow (a watcher reads the
+        target's end offsets; Tansu's are wrong, so its runs are timed by the mirror's own lines)."""
+        return self.args.window > 0 and brokers.kind == "kafka"
+
+    def _window(self, brokers: Brokers) -> Optional[Tuple[float, float]]:
+        return (self.args.settle, self.args.window) if self._steady(brokers) else None
+
     def close(self) -> None:
         if self.baseline is not None:
             subprocess.run(["git", "worktree", "remove", "--force", str(self.baseline)], cwd=ROOT)
@@ -396,7 +479,10 @@ class Bench:
         with KINDS[kind](self.work / kind) as brokers:
             for size, count in workloads:
                 for compression in self.args.compressions.split(","):
-                    section["workloads"].append(self.workload(brokers, size, count, compression))
+                    section["workloads"].append(self.workload(brokers, size, self.backlog(brokers, size, compression,
+                                                                                          count), compression))
+            if kind == "kafka" and self.args.pinned:
+                section["pinned"] = self.pinned(brokers)
             if kind == "kafka" and self.args.raw_goal:
                 section["raw_goal"] = self.raw_goal(brokers)
             if kind == "kafka" and self.args.record_path:
@@ -404,15 +490,38 @@ class Bench:
             if kind == "kafka" and self.args.dedicated:
                 section["dedicated"] = self.dedicated(brokers)
 
+    def backlog(self, brokers: Brokers, size: int, compression: str, count: int) -> int:
+        """The records a workload seeds: enough for a whole window on Kafka, what Tansu holds."""
+        if self.args.count is not None:
+            return self.args.count
+        if self._steady(brokers):
+            backlog = STEADY_BACKLOG.get((size, compression), count)
+        elif brokers.kind == "tansu" and self.args.window > 0:
+            backlog = TANSU_BACKLOG.get(size, count)
+        else:
+            return count  # the workload's own (a tenth of it already with --quick)
+        return backlog // 10 if self.args.quick else backlog
+
     def rows(self, kind: str, streams_list) -> List[tuple]:
         """(label, run function) of every measured tool on this broker kind."""
+        steady = self.args.window > 0
+        # A steady run of exactly-once commits every second, as a user who wants its records
+        # visible soon would; a count-timed one as soon as every partition is read to its end.
+        eos = ("--exactly.once", "--offset.commit.interval.ms", "1000") if steady else \
+            ("--exactly.once", "--exit.when.caught.up")
         rows = [(f"mirror, --num.streams {n}", self._ours(n)) for n in streams_list]
         rows.append(("mirror --use.raw.bytes, --num.streams 1", self._ours(1, extra=("--use.raw.bytes",))))
         if kind == "kafka":  # Tansu's read_committed serves aborted records: no exactly-once there
-            # Committed (visible to read_committed) as soon as every partition is read to its end,
-            # not at the next 60 s commit interval: the run measures throughput, not the timer.
-            rows.append(("mirror --exactly.once, --num.streams 1",
-                         self._ours(1, extra=("--exactly.once", "--exit.when.caught.up"))))
+            rows.append(("mirror --exactly.once, --num.streams 1", self._ours(1, extra=eos)))
+        if self.baseline is not None:  # each mode before -> after, in the same run
+            at = self.args.baseline
+            rows.append((f"mirror at {at}, --num.streams 1", self._ours(1, root=self.baseline)))
+            rows.append((f"mirror --use.raw.bytes at {at}, --num.streams 1",
+                         self._ours(1, extra=("--use.raw.bytes",), root=self.baseline)))
+            if kind == "kafka":
+                rows.append((f"mirror --exactly.once at {at}, --num.streams 1", self._ours(1, extra=eos,
+                                                                                           root=self.baseline)))
+        if kind == "kafka" and self.args.all_rows:
             # What offset syncs cost (consumer failover): the same mapping with and without them.
             keep = ("--message.handler", "mirror_maker.handlers.PartitionPreservingHandler")
             rows.append(("mirror, partition kept, --num.streams 1", self._ours(1, extra=keep)))
@@ -420,16 +529,16 @@ class Bench:
                          self._ours(1, extra=keep + ("--emit.offset-syncs.enabled", "true"))))
             rows.append(("mirror --use.raw.bytes, offset syncs, --num.streams 1",
                          self._ours(1, extra=("--use.raw.bytes", "--emit.offset-syncs.enabled", "true"))))
-        rows.append(("mirror, --num.streams 1, previous defaults",
-                     self._ours(1, consumer=PREVIOUS_DEFAULTS["consumer"], producer=PREVIOUS_DEFAULTS["producer"])))
-        if self.baseline is not None:
-            rows.append((f"mirror at {self.args.baseline}, --num.streams 1", self._ours(1, root=self.baseline)))
+        if self.args.all_rows:
+            rows.append(("mirror, --num.streams 1, previous defaults",
+                         self._ours(1, consumer=PREVIOUS_DEFAULTS["consumer"], producer=PREVIOUS_DEFAULTS["producer"])))
         rows += [(f"mirror --spark, --num.streams {n}", self._ours(n, spark=True)) for n in self.args.spark_streams]
         if kind == "kafka":
             rows += [(f"Kafka MirrorMaker v1, --num.streams {n}", self._mm1(n)) for n in self.args.peer_streams]
             rows += [(f"Kafka MirrorMaker 2, tasks.max {n}", self._mm2(n)) for n in self.args.peer_streams]
             rows.append(("Kafka MirrorMaker 2 exactly-once, tasks.max 1", self._mm2(1, exactly_once=True)))
-        rows.append(("peer: confluent loop", self._python_peer("confluent_loop")))
+        if kind == "tansu" or self.args.all_rows:  # on Kafka the copy loop limit is the same loop
+            rows.append(("peer: confluent loop", self._python_peer("confluent_loop")))
         if kind == "tansu" and self.args.peers_python:
             rows.append(("peer: quix replicator", self._python_peer("quix_replicator")))
         if self.args.only:
@@ -451,6 +560,7 @@ class Bench:
                                                              None if mode == "produce" else topic)
         rows = self.rows(brokers.kind, self.args.streams) if rows is None else rows
         row["results"].update(self._run_rows(brokers, topic, compression, count, size, rows))
+        brokers.delete_topic(brokers.source.bootstrap, topic)  # tens of GB with the steady backlogs
         return row
 
     def _run_rows(self, brokers: Brokers, topic: str, compression: str, count: int, size: int,
@@ -464,6 +574,31 @@ class Bench:
                  for i in range(self.args.runs)], count, size)
             self._print(label, results[label])
         return results
+
+    def pinned(self, brokers: Brokers) -> dict:
+        """How streams scale where the mirror has a core of its own: both brokers pinned to core 0,
+        the copy loop and the mirror (1, 2, 4 streams) to core 1; 100 B, no compression."""
+        size, compression = 100, "none"
+        count = self.backlog(brokers, size, compression, 1_000_000)
+        pids = [_broker_pid(brokers.source), _broker_pid(brokers.target)]
+        core = ["taskset", "-c", "1"]
+        for pid in pids:
+            subprocess.run(["taskset", "-a", "-p", "-c", "0", str(pid)], check=True, capture_output=True)
+        try:
+            print(f"\n== {brokers.kind}: brokers on core 0, the tool on core 1", flush=True)
+            topic = "pinned"
+            brokers.create_topic(brokers.source.bootstrap, topic)
+            seed(brokers.source.bootstrap, [topic], size, count, compression)
+            row = {"record_bytes": size, "records": count, "compression": compression, "results": {}}
+            row["results"][LIMIT_LABELS["copy"]] = self._limit("copy", brokers, size, count, compression, topic,
+                                                               prefix=core)
+            rows = [(f"mirror, --num.streams {n}", self._ours(n, prefix=core)) for n in (1, 2, 4)]
+            row["results"].update(self._run_rows(brokers, topic, compression, count, size, rows))
+            brokers.delete_topic(brokers.source.bootstrap, topic)
+            return row
+        finally:
+            for pid in pids:
+                subprocess.run(["taskset", "-a", "-p", "-c", f"0-{os.cpu_count() - 1}", str(pid)], capture_output=True)
 
     def raw_goal(self, brokers: Brokers) -> dict:
         """RAW_GOAL: the target's ingest limit, record mode and raw mode, nothing else."""
@@ -498,6 +633,8 @@ class Bench:
     def dedicated(self, brokers: Brokers) -> dict:
         """DEDICATED: the same two-flow mm2.properties, ours against Kafka's MirrorMaker 2."""
         size, count, compression = DEDICATED
+        if self._steady(brokers):  # ours mirrors this in about 20 s
+            count = DEDICATED_STEADY
         half = (count // 10 if self.args.quick else count) // 2
         print(f"\n== {brokers.kind}: {size} B x {2 * half:,} ({compression}), one mm2.properties, two flows", flush=True)
         for cluster, topic in ((brokers.source, "dedicated-s"), (brokers.target, "dedicated-t")):
@@ -551,7 +688,7 @@ class Bench:
                         pass
                 return total
             sample = measure(command, self.work / f"{tag}.log", watch=on_targets, expected=count,
-                             cpu=split_with_brokers(brokers))
+                             cpu=split_with_brokers(brokers), window=self._window(brokers))
             sample["ok"] = sample["mirrored"] and sample["exit"] in (0, 143, -signal.SIGTERM)
             return sample
         return run
@@ -569,7 +706,7 @@ class Bench:
 
     # -- what is measured ------------------------------------------------------------------
 
-    def _limit(self, mode, brokers, size, count, compression, topic=None) -> dict:
+    def _limit(self, mode, brokers, size, count, compression, topic=None, prefix=()) -> dict:
         broker = brokers.target if mode == "produce" else brokers.source
 
         def once(i):
@@ -578,11 +715,20 @@ class Bench:
                 brokers.create_topic(broker.bootstrap, name)
             if mode in ("ingest", "copy"):
                 brokers.fresh_target(name)
-            command = [sys.executable, str(HERE / "limit.py"), mode, broker.bootstrap, name, str(count),
+            command = [*prefix, sys.executable, str(HERE / "limit.py"), mode, broker.bootstrap, name, str(count),
                        str(size), "--compression", compression, "--target", brokers.target.bootstrap]
+            if self._steady(brokers):
+                command += ["--seconds", str(self.args.window), "--settle", str(self.args.settle)]
             sample = measure(command, self.work / f"limit-{mode}-{i}.log", cpu=split_with_brokers(brokers))
-            inner = json.loads(sample["log"].read_text().strip().splitlines()[-1])
+            lines = sample["log"].read_text(errors="replace").strip().splitlines()
+            # Its one JSON line (kafka-python may write "Exception ignored" lines at exit after it).
+            found = [line for line in lines if line.startswith("{")]
+            if sample["exit"] != 0 or not found:
+                raise SystemExit(f"limit {mode} failed (exit {sample['exit']}):\n" + "\n".join(lines[-15:]))
+            inner = json.loads(found[-1])
             sample["seconds"] = inner["seconds"]  # the client's own loop, without interpreter start
+            sample.update({key: inner[key] for key in ("steady_records_per_s", "steady_window_s", "records_done")
+                           if key in inner})
             if sample.get("cpu_split"):
                 sample["cpu_split"].update(thread_shares(inner["running_s"], inner["waiting_s"], inner["seconds"]))
             sample["ok"] = sample["exit"] == 0
@@ -597,7 +743,8 @@ class Bench:
         brokers.fresh_target(topic)
         watch = None if brokers.kind == "tansu" else (lambda: brokers.end_offsets(topic))
         sample = measure(command, self.work / f"{tag}.log", env=env, whole_tree=whole_tree,
-                         watch=watch, expected=count, cpu=None if whole_tree else split_with_brokers(brokers))
+                         watch=watch, expected=count, cpu=None if whole_tree else split_with_brokers(brokers),
+                         window=self._window(brokers))
         if watch is not None:  # a peer without a SIGTERM handler ends with -15 after its work is done
             sample["ok"] = sample["mirrored"] and sample["exit"] in (0, 143, -signal.SIGTERM)
         else:
@@ -608,12 +755,13 @@ class Bench:
         return sample
 
     def _ours(self, streams: int, spark: bool = False, extra=(), consumer: str = "", producer: str = "",
-              root: Path = ROOT):
-        """Our mirror (``root``: a checkout of another commit, for a before -> after row)."""
+              root: Path = ROOT, prefix=()):
+        """Our mirror (``root``: a checkout of another commit, for a before -> after row; ``prefix``:
+        what runs it, e.g. taskset)."""
         def run(brokers, topic, compression, count, tag):
             consumer_file, producer_file = properties(self.work, tag, brokers.source.bootstrap,
                                                       brokers.target.bootstrap, compression, consumer, producer)
-            command = [sys.executable, str(root / "bin" / "kafka-mirror-maker.py"), "--consumer.config",
+            command = [*prefix, sys.executable, str(root / "bin" / "kafka-mirror-maker.py"), "--consumer.config",
                        str(consumer_file), "--producer.config", str(producer_file), "--include", topic,
                        "--num.streams", str(streams), "--status.interval.ms", "0",
                        "--log.level", "INFO" if spark or brokers.kind == "tansu" else "WARN", *extra]
@@ -714,11 +862,11 @@ class Bench:
         py_spy = Path(sys.executable).parent / "py-spy"
         if not py_spy.exists():
             return
-        print(f"\n== profile on {kind} (100 B x 300,000 lz4, --num.streams 1)", flush=True)
+        print(f"\n== profile on {kind} (100 B x {PROFILE_RECORDS:,} lz4, --num.streams 1)", flush=True)
         with KINDS[kind](self.work / "profile") as brokers:
             brokers.create_topic(brokers.source.bootstrap, "prof")
             brokers.create_topic(brokers.target.bootstrap, "prof")
-            seed(brokers.source.bootstrap, ["prof"], 100, 300_000, "lz4")
+            seed(brokers.source.bootstrap, ["prof"], 100, PROFILE_RECORDS, "lz4")
             consumer_file, producer_file = properties(self.work, "prof", brokers.source.bootstrap,
                                                       brokers.target.bootstrap, "lz4")
             raw = self.work / "profile.txt"
@@ -755,31 +903,40 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--brokers", default="kafka,tansu", help="broker kinds, in order: kafka, tansu")
     parser.add_argument("--streams", type=lambda s: [int(x) for x in s.split(",")], default=[1, 2, 4])
-    parser.add_argument("--peer-streams", type=lambda s: [int(x) for x in s.split(",") if x], default=[1, 2],
+    parser.add_argument("--peer-streams", type=lambda s: [int(x) for x in s.split(",") if x], default=[1],
                         help="--num.streams of Kafka's MirrorMaker v1 and tasks.max of MirrorMaker 2")
     parser.add_argument("--spark-streams", type=lambda s: [int(x) for x in s.split(",") if x], default=[2],
                         help="--num.streams of the --spark rows (empty: none)")
     parser.add_argument("--compressions", default="none,lz4")
-    parser.add_argument("--sizes", type=lambda s: [int(x) for x in s.split(",")], default=None,
-                        help="only these record sizes")
+    parser.add_argument("--sizes", type=lambda s: [int(x) for x in s.split(",")], default=list(DEFAULT_SIZES),
+                        help="these record sizes (of 100, 1000, 102400)")
+    parser.add_argument("--window", type=float, default=20.0,
+                        help="seconds a run is timed over once records flow, after --settle (0: time each run "
+                             "until the whole workload is mirrored, start-up included)")
+    parser.add_argument("--settle", type=float, default=2.0, help="seconds after the first record before the window")
+    parser.add_argument("--count", type=int, default=None, help="the backlog of every workload (default: sized "
+                                                                  "for the window)")
+    parser.add_argument("--all-rows", action="store_true",
+                        help="also the offset syncs rows, the previous defaults and the confluent loop on Kafka")
+    parser.add_argument("--no-pinned", dest="pinned", action="store_false",
+                        help="skip the streams with the brokers and the tool on a core each (taskset)")
     parser.add_argument("--only", default=None, help="a regex: only the rows whose label matches (limits always)")
     parser.add_argument("--peers-python", default=None,
                         help="a Python with quixstreams installed (make bench: .venv-peers); quix skipped without")
     parser.add_argument("--baseline", default=None,
                         help="a commit whose mirror runs as a row too (before -> after in the same run)")
     parser.add_argument("--warmup", type=int, default=1, help="a discarded run before each workload's rows")
-    parser.add_argument("--no-raw-goal", dest="raw_goal", action="store_false",
-                        help="skip raw mode's long goal row on Kafka (RAW_GOAL)")
-    parser.add_argument("--no-record-path", dest="record_path", action="store_false",
-                        help="skip raw mode's record path rows on Kafka (RECORD_PATH_SOURCES)")
+    parser.add_argument("--raw-goal", action="store_true",
+                        help="raw mode's long goal row on Kafka (RAW_GOAL; the steady rows time raw mode too)")
+    parser.add_argument("--record-path", action="store_true",
+                        help="raw mode's record path rows on Kafka (RECORD_PATH_SOURCES)")
     parser.add_argument("--no-dedicated", dest="dedicated", action="store_false",
                         help="skip the dedicated mode's row on Kafka (DEDICATED: ours against MirrorMaker 2)")
     parser.add_argument("--skip-growth", action="store_true")
     parser.add_argument("--skip-profile", action="store_true")
     parser.add_argument("--quick", action="store_true", help="a tenth of the records, one run (a smoke test)")
     args = parser.parse_args()
-    workloads = [(size, count // 10 if args.quick else count) for size, count in WORKLOADS
-                 if args.sizes is None or size in args.sizes]
+    workloads = [(size, count // 10 if args.quick else count) for size, count in WORKLOADS if size in args.sizes]
     if args.quick:
         args.runs = 1
     kinds = [k.strip() for k in args.brokers.split(",") if k.strip()]
@@ -800,8 +957,8 @@ def main() -> None:
               "partitions": PARTITIONS, "brokers": bench.results}
     from report import write_report  # noqa: E402  (matplotlib only when a report is written)
 
-    partial = bool(args.only or args.sizes or args.quick or args.skip_growth or args.skip_profile
-                   or not args.raw_goal or not args.record_path or not args.dedicated
+    partial = bool(args.only or args.sizes != parser.get_default("sizes") or args.quick or args.skip_growth
+                   or args.skip_profile or not args.dedicated or not args.pinned or args.count is not None
                    or args.brokers != parser.get_default("brokers"))
     paths = write_report(report, HERE / "results", partial)
     print(f"\nwritten: {', '.join(str(p.relative_to(ROOT)) for p in paths)} in {report['minutes']} min")

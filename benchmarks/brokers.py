@@ -42,6 +42,14 @@ class Brokers:
         """An empty target topic with the source's partitions, so runs do not pile up data."""
         raise NotImplementedError
 
+    def delete_topic(self, bootstrap: str, topic: str) -> None:
+        """A workload's backlog, gone once its rows ran (best effort: the broker frees the disk)."""
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+        try:
+            admin.delete_topics([topic], operation_timeout=30)[topic].result()
+        except KafkaException:
+            pass
+
     def end_offsets(self, topic: str) -> Optional[int]:
         """Records in ``topic`` on the target (exact), or None where the broker cannot tell."""
         return None
@@ -55,7 +63,10 @@ class KafkaBrokers(Brokers):
 
         # The log cleaner looks for work every 200 ms (Kafka's default: 15 s): the record path's
         # compacted source is cleaned while the benchmark waits for it.
-        cleaner = {"log.cleaner.backoff.ms": 200}
+        cleaner = {"log.cleaner.backoff.ms": 200,
+                   # A deleted topic's segments go at once, not a minute later: the steady backlogs
+                   # and each run's target topic are gigabytes.
+                   "log.segment.delete.delay.ms": 0}
         self.source, self.target = start_together([KafkaCluster("source", self.work, overrides=cleaner),
                                                    KafkaCluster("target", self.work, overrides=cleaner)])
         self._admin = AdminClient({"bootstrap.servers": self.target.bootstrap})

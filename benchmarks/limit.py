@@ -14,6 +14,12 @@
     python limit.py consume BOOTSTRAP TOPIC COUNT
     python limit.py copy SOURCE TOPIC COUNT --target TARGET [--compression lz4]
     python limit.py ingest SOURCE TOPIC COUNT --target TARGET
+
+With ``--seconds S`` (and ``--settle X``) a mode runs for X + S seconds, or until COUNT records,
+and its steady rate is the records done (produce, copy, ingest: acknowledged by the target) over
+the last S seconds, as the benchmark times the mirrors; the line then has ``steady_records_per_s``
+and ``steady_window_s`` too. The ingest limit then sends the first batches it fetched (at most
+INGEST_PREFETCH_BYTES) again and again: the target's ingest, not the source's size, is measured.
 """
 
 import argparse
@@ -28,21 +34,46 @@ from confluent_kafka.admin import AdminClient
 from cpu_split import own_thread_times
 
 
+#: The most the steady ingest limit fetches before it sends the same batches round.
+INGEST_PREFETCH_BYTES = 512 * 1024 * 1024
+
+
 class _Loop:
     """A mode's timed loop: its seconds, and its thread's seconds running and waiting for a core
-    in it (the benchmark's CPU split shows them: whether the machine held the loop back)."""
+    in it (the benchmark's CPU split shows them: whether the machine held the loop back). With a
+    window (``--seconds``), ``running(done)`` says whether to go on and notes the records done
+    when the settling time ends, so that ``steady`` is the rate over the window alone."""
+
+    window_s = settle_s = None
 
     def start(self) -> None:
         self.started, self.times = time.monotonic(), own_thread_times()
+        self._mark = None
+
+    def running(self, done: int) -> bool:
+        if self.window_s is None:
+            return True
+        now = time.monotonic()
+        if self._mark is None and now - self.started >= self.settle_s:
+            self._mark = (now, done)
+        return now - self.started < self.settle_s + self.window_s
+
+    def steady(self, done: int) -> dict:
+        if self._mark is None:
+            return {}
+        now = time.monotonic()
+        return {"steady_records_per_s": (done - self._mark[1]) / (now - self._mark[0]),
+                "steady_window_s": now - self._mark[0], "records_done": done}
 
     def stop(self) -> float:
         running, waiting = own_thread_times()
         self.seconds = time.monotonic() - self.started
-        self.running, self.waiting = running - self.times[0], waiting - self.times[1]
+        self.running_s, self.waiting = running - self.times[0], waiting - self.times[1]
         return self.seconds
 
 
 LOOP = _Loop()
+STEADY: dict = {}
 
 
 def produce(args) -> float:
@@ -53,6 +84,7 @@ def produce(args) -> float:
     value = os.urandom(args.size)
     partitions = 8
     LOOP.start()
+    produced = 0
     for i in range(args.count):
         while True:
             try:
@@ -60,6 +92,10 @@ def produce(args) -> float:
                 break
             except BufferError:
                 producer.poll(0.05)
+        produced += 1
+        if produced % 1000 == 0 and not LOOP.running(produced - len(producer)):
+            STEADY.update(LOOP.steady(produced - len(producer)))
+            return LOOP.stop()
     producer.flush(600)
     return LOOP.stop()
 
@@ -73,12 +109,13 @@ def consume(args) -> float:
     consumer.assign([TopicPartition(args.topic, p, 0) for p in range(partitions)])
     done = 0
     LOOP.start()
-    while done < args.count:
+    while done < args.count and LOOP.running(done):
         # No more than what is left: librdkafka's consume(n, timeout) waits until it has n or
         # the timeout passed (asking 10000 of 2,000 records took 1 s of a 1.1 s run).
         for msg in consumer.consume(min(10000, args.count - done), 1.0):
             if msg.error() is None or msg.error().code() != KafkaError._PARTITION_EOF:
                 done += 1
+    STEADY.update(LOOP.steady(done))
     seconds = LOOP.stop()
     consumer.close()
     return seconds
@@ -98,6 +135,9 @@ def copy(args) -> float:
     done = 0
     LOOP.start()
     while done < args.count:
+        if not LOOP.running(done - len(producer)):
+            STEADY.update(LOOP.steady(done - len(producer)))
+            return LOOP.stop()
         for msg in consumer.consume(min(500, args.count - done), 1.0):
             if msg.error() is not None:
                 continue
@@ -148,10 +188,11 @@ def ingest(args) -> float:
     for cluster in (source, *targets):
         cluster.connect()
     source.track([args.topic])
-    batches = []
-    for partition in source.partitions(args.topic):
-        position = 0
-        while True:
+    batches, partitions = [], source.partitions(args.topic)
+    budget = None if LOOP.window_s is None else INGEST_PREFETCH_BYTES // len(partitions)
+    for partition in partitions:
+        position, taken = 0, 0
+        while budget is None or taken < budget:
             request = FetchRequest(max_wait_ms=200, min_bytes=1, max_bytes=52428800, isolation_level=0,
                                    topics=[FetchRequest.FetchTopic(topic=args.topic, partitions=[
                                        FetchRequest.FetchTopic.FetchPartition(partition=partition, fetch_offset=position,
@@ -163,12 +204,27 @@ def ingest(args) -> float:
             if not found:
                 break
             batches += [(partition, b) for b in found]
+            taken += sum(b.size for b in found)
             position = found[-1].next_offset
     producer = RawProducer(targets, net, state, True, MirrorMetrics())
     producer.init_producer_id()
     for target in targets:
         target.track([args.topic])
     LOOP.start()
+    if LOOP.window_s is not None:  # the same batches round again, as many waiting as raw mode lets wait
+        by_partition = [[b for p, b in batches if p == partition] for partition in partitions]
+        batches = [(partition, column[i]) for i in range(max(map(len, by_partition)))
+                   for partition, column in zip(partitions, by_partition) if i < len(column)]
+        sent = 0
+        while LOOP.running(producer.acked_records):
+            while producer.queued_batches < 1000:
+                partition, batch = batches[sent % len(batches)]
+                producer.send(args.topic, partition, batch, TP(args.topic, partition))
+                sent += 1
+            producer.pump()
+            net.poll(timeout_ms=10)
+        STEADY.update(LOOP.steady(producer.acked_records))
+        return LOOP.stop()
     for partition, batch in batches:
         producer.send(args.topic, partition, batch, TP(args.topic, partition))
     if not producer.flush(None) or producer.acked_records != args.count:
@@ -185,10 +241,13 @@ def main() -> None:
     parser.add_argument("size", type=int, nargs="?", default=0)
     parser.add_argument("--compression", default="none")
     parser.add_argument("--target", default=None, help="copy, ingest: the broker to produce to")
+    parser.add_argument("--seconds", type=float, default=None, help="the steady window (after --settle)")
+    parser.add_argument("--settle", type=float, default=2.0, help="seconds before the steady window")
     args = parser.parse_args()
+    LOOP.window_s, LOOP.settle_s = args.seconds, args.settle
     seconds = {"produce": produce, "consume": consume, "copy": copy, "ingest": ingest}[args.mode](args)
-    print(json.dumps({"records": args.count, "seconds": seconds, "running_s": LOOP.running,
-                      "waiting_s": LOOP.waiting}))
+    print(json.dumps({"records": args.count, "seconds": seconds, "running_s": LOOP.running_s,
+                      "waiting_s": LOOP.waiting, **STEADY}))
 
 
 if __name__ == "__main__":
