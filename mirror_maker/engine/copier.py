@@ -29,7 +29,9 @@ log = logging.getLogger("mirror_maker.worker")
 _NO_TIMESTAMP = confluent_kafka.TIMESTAMP_NOT_AVAILABLE
 _UNASSIGNED = -1  # librdkafka's RD_KAFKA_PARTITION_UA: the partitioner chooses
 
-#: A run: (topic, partition, first message, last message, records, value bytes).
+#: A run: (topic, partition, first message, last message, records, value bytes, records written).
+#: Records written is records for the target (0: none of the run's were written, as with a
+#: filtering handler; more than records with one that sends several for one).
 Run = tuple
 
 
@@ -104,7 +106,7 @@ class RecordCopier:
                 topic, partition = msg.topic(), msg.partition()
                 if partition != run_partition or topic != run_topic:
                     if count:
-                        runs.append((run_topic, run_partition, first, last, count, nbytes))
+                        runs.append((run_topic, run_partition, first, last, count, nbytes, count))
                     run_topic, run_partition, first, count, nbytes = topic, partition, msg, 0, 0
                     target = remote(topic)
                 value = msg.value()
@@ -125,25 +127,26 @@ class RecordCopier:
                     nbytes += len(value)
         finally:  # also when a stop interrupted a send: the run so far was handed over
             if count:
-                runs.append((run_topic, run_partition, first, last, count, nbytes))
+                runs.append((run_topic, run_partition, first, last, count, nbytes, count))
             producer.count_produced(produced)
 
     def _copy_each(self, messages: List, runs: List[Run], route, tracker: Optional[Tracker]) -> None:
         """Any other case, one record at a time: a user's handler, producer.type=sync, raw mode's
-        record path (``route``) or tracked records; every send guarded as in the inline copy."""
+        record path (``route``) or tracked records; every send guarded as in the inline copy.
+
+        A run ends where records start or stop being written (filtered, refused, dropped): offset
+        syncs pair a run's first and last source offsets with target offsets, and a record the
+        target does not hold must never be one of them, or a group translated past it would skip
+        the record after it."""
         state = self._state
-        run_topic = run_partition = first = last = None
-        count = nbytes = filtered = produced = 0
+        run: Optional[list] = None  # a Run being built
+        filtered = produced = 0
         try:
             for msg in messages:
                 if msg.error() is not None:
                     self._error(msg)
                     continue
                 topic, partition = msg.topic(), msg.partition()
-                if partition != run_partition or topic != run_topic:
-                    if count:
-                        runs.append((run_topic, run_partition, first, last, count, nbytes))
-                    run_topic, run_partition, first, count, nbytes = topic, partition, msg, 0, 0
                 offset = msg.offset()
                 refused = tracker is not None and (TopicPartition(topic, partition), offset) in tracker.refused
                 if refused:
@@ -158,14 +161,19 @@ class RecordCopier:
                 produced += sent
                 if state.failure is not None:
                     break  # nothing is committed past a failure; this record is not counted
-                last = msg
-                count += 1
+                if run is None or (run[0], run[1]) != (topic, partition) or bool(run[6]) != bool(sent):
+                    if run is not None:
+                        runs.append(tuple(run))
+                    run = [topic, partition, msg, msg, 0, 0, 0]
+                run[3] = msg
+                run[4] += 1
+                run[6] += sent
                 value = msg.value()
                 if value is not None:
-                    nbytes += len(value)
+                    run[5] += len(value)
         finally:
-            if count:
-                runs.append((run_topic, run_partition, first, last, count, nbytes))
+            if run is not None:
+                runs.append(tuple(run))
             if filtered:
                 self._metrics.filtered(filtered)
             self.producer.count_produced(produced)

@@ -241,15 +241,15 @@ class Stream(threading.Thread):
         pending offset itself (raw mode's record path, at the end of a range)."""
         pending, assigned, syncs = self._checkpoint.pending, self.assigned, self.offset_syncs
         now_ms = time.time() * 1000.0
-        for topic, partition, first, last, count, nbytes in runs:
+        for topic, partition, first, last, count, nbytes, written in runs:
             tp = TopicPartition(topic, partition)
             if tp in assigned:
                 # Not back behind a reset the same batch reported after these records (librdkafka
                 # queues it behind the records of the fetch before): that offset is gone.
                 if advance and last.offset() + 1 > self.positions.get(tp, -1):
                     pending[tp] = self.positions[tp] = last.offset() + 1
-                if syncs is not None:
-                    syncs.record(tp, first.offset(), last.offset(), count)
+                if syncs is not None and written:  # records the target does not hold get no sync
+                    syncs.record(tp, first.offset(), last.offset(), written)
             ages = [now_ms - m.timestamp()[1] for m in (first, last) if m.timestamp()[1] > 0]
             if ages:
                 self._metrics.consumed(tp, count, nbytes, min(ages), max(ages), sum(ages) / len(ages) * count, count)
@@ -320,9 +320,10 @@ class Stream(threading.Thread):
             assign({})
         else:
             self.prepare_targets(tps)
+            # Resolving may fence a partition's last writer, whose abort marker then takes a target offset.
+            starts, at_the_end = self.parts.starts.resolve(tps)
             if self.offset_syncs is not None:  # where their next records will land, before any goes out
                 self.offset_syncs.assigned(tps)
-            starts, at_the_end = self.parts.starts.resolve(tps)
             assign(starts)
             self.started(starts, at_the_end)
             self.parts.source.assigned(starts, tps)

@@ -277,7 +277,8 @@ class OffsetSyncWriter:
         in them (None for one whose markers did not come within MARKERS_WAIT_S)."""
         if not self._transactional:
             return self._read_ends(tps)
-        deadline, step = time.monotonic() + MARKERS_WAIT_S, ASSIGN_RETRY_S
+        # Not cut short by a stop: the stop's last commit's syncs are worth its milliseconds.
+        deadline, step = min(time.monotonic() + MARKERS_WAIT_S, self._state.deadline or float("inf")), ASSIGN_RETRY_S
         ends: Dict[TopicPartition, Optional[int]] = {}
         waiting = list(tps)
         while waiting:
@@ -287,9 +288,11 @@ class OffsetSyncWriter:
                 if stable[tp] == high[tp]:
                     ends[tp] = high[tp]
             waiting = [tp for tp in waiting if tp not in ends]
-            if waiting and (time.monotonic() > deadline or self._state.wait(step)):
+            if waiting and time.monotonic() + step > deadline:
                 ends.update({tp: None for tp in waiting})
                 break
+            if waiting:
+                time.sleep(step)
             step = min(step * 2, ASSIGN_RETRY_MAX_S)
         return ends
 

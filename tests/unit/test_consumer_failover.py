@@ -258,3 +258,36 @@ def test_an_assignment_asks_for_the_target_s_ends_again_soon_then_less_often():
     writer = OffsetSyncWriter(None, NewTopicAdmin(), str, 100, run)
     writer.assigned([T0])
     assert run.waits == [0.02, 0.04, 0.08, 0.16, 0.2, 0.2] and writer._partitions[T0].base == 0
+
+
+def test_a_record_a_handler_filters_never_takes_part_in_an_offset_sync():
+    """Counted as written, a filtered record made a run look gapless: source offset 6 got the
+    target offset of 7, and a group that had read up to 5 was translated past 6."""
+    from mirror_maker.handlers import MessageHandler
+    from mirror_maker.replication.offset_syncs import OffsetSyncWriter
+
+    from .stream_parts import Msg, mirror, stream
+
+    class DropsTwo(MessageHandler):
+        keep_partition = True
+
+        def handle(self, record):
+            return [] if record.offset == 2 else [self.to(record)]
+
+        def to(self, record):
+            from mirror_maker.records import ProducerRecord
+            return ProducerRecord(record.topic, record.value, record.key, record.partition)
+
+    worker, producer, _ = stream(handler=DropsTwo(), assigned=(T0,))
+    recorded = []
+    worker.offset_syncs = OffsetSyncWriter.__new__(OffsetSyncWriter)
+    worker.offset_syncs.record = lambda tp, first, last, count: recorded.append((first, last, count))
+    mirror(worker, [Msg("orders", 0, offset) for offset in range(10)])
+    assert recorded == [(0, 1, 2), (3, 9, 7)]  # offset 2 is in no run the syncs see
+    assert worker.checkpoint.pending[T0] == 10 and len(producer.sent) == 9
+    syncs = PartitionSyncs(base=100)
+    for first, last, count in recorded:
+        syncs.add(first, last, count)
+    planned = syncs.plan(end=109, lag_max=5)
+    target_of = {source: 100 + index for index, source in enumerate([0, 1, *range(3, 10)])}
+    assert planned and all(target_of[upstream] == downstream for upstream, downstream in planned), planned
