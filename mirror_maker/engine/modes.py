@@ -263,7 +263,7 @@ class ExactlyOnceMode:
                                  lambda: start_producer(config, stream.index, state, shared.metrics,
                                                         shared.producer.errors), use, config.abort_on_send_failure)
         committer = TransactionalCommitter(producer._producer, target, consumer, own_id, sink,
-                                           transaction_states(config.producer))
+                                           transaction_states(config.producer), wait=state.wait)
         committer.begin()
         membership = ShardMembership(stream, consumer, shared.subscription, config.num_streams)
         source = RecordSource(stream, consumer, copier, membership, config.batch_size, POLL_TIMEOUT_S,

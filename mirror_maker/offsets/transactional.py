@@ -140,7 +140,8 @@ class TransactionalCommitter:
     makes_visible = True
 
     def __init__(self, producer, target: TargetOffsets, source_consumer, transactional_id: str, sink,
-                 states=None) -> None:
+                 states=None, wait: Callable[[float], bool] = lambda s: bool(time.sleep(s))) -> None:
+        """``wait(seconds)``: sleep, True if a stop came (the run's ``RunState.wait``)."""
         self._producer = producer  # the confluent transactional producer
         self._target = target
         self._source = source_consumer
@@ -148,6 +149,7 @@ class TransactionalCommitter:
         self._sink = sink
         #: Who holds the transactional.id now, after a fence (``transaction_states``).
         self._states = states
+        self._wait = wait
 
     def use(self, producer) -> None:
         """A new producer takes the place of one that became unusable."""
@@ -279,16 +281,17 @@ class TransactionalCommitter:
         previous = None
         while True:
             state = self._state_of(self._transactional_id)
-            if state not in ("PrepareAbort", "CompleteAbort"):
-                return False
+            if state in _OWNED_STATES or (state is None and previous is None):
+                return False  # a new owner, or a coordinator that never answered: a fence
             if state == previous == "CompleteAbort":
                 return True
-            if time.monotonic() >= deadline:
-                # Still writing its markers (a target that is away): our new producer's start
-                # waits for them, and a fence at its first transaction stops the run.
+            if time.monotonic() >= deadline or self._wait(ABORT_SETTLE_S):
+                # Still aborting, or unknown since (a target that is away), or a stop: a new
+                # producer's start waits for the abort, and a fence at its first transaction
+                # stops the run.
                 return True
-            previous = state
-            time.sleep(ABORT_SETTLE_S)
+            if state is not None:
+                previous = state
 
     def _state_of(self, transactional_id: str) -> Optional[str]:
         """The coordinator's state of ``transactional_id``, asked again a few times while it
@@ -321,6 +324,8 @@ DESCRIBE_RETRY_S = 2.0
 #: after ABORT_WAIT_S.
 ABORT_SETTLE_S = 1.0
 ABORT_WAIT_S = 30.0
+#: What a transactional.id shows once a producer owns it after the abort (or it expired).
+_OWNED_STATES = frozenset({"Empty", "Ongoing", "PrepareCommit", "CompleteCommit", "Dead"})
 
 
 def bounded(call, args, timeout_s: float, name: str):

@@ -228,6 +228,9 @@ def test_a_fence_is_the_coordinator_s_own_abort_only_if_it_shows_an_abort_as_the
     (["CompleteAbort", "Empty"], False),  # a new owner's start aborted us on its way: a fence
     (["PrepareAbort", "CompleteAbort", "Ongoing"], False),
     (["PrepareAbort", "PrepareAbort", "CompleteAbort", "Empty"], False),
+    # The coordinator stops answering once it showed an abort (an outage): not a fence.
+    (["PrepareAbort", None, "CompleteAbort", None, "CompleteAbort"], True),
+    ([None], False),  # it never answered: a fence, as before
 ])
 def test_an_abort_is_the_coordinator_s_own_only_while_nobody_takes_the_id_after_it(looks, unusable, monkeypatch):
     """Two mirrors that each took the other's fence for the coordinator's timeout abort started
@@ -236,7 +239,10 @@ def test_an_abort_is_the_coordinator_s_own_only_while_nobody_takes_the_id_after_
     from mirror_maker.offsets.transactional import ProducerUnusable
 
     monkeypatch.setattr(transactional, "ABORT_SETTLE_S", 0.0)
-    answers = iter(looks)
+    monkeypatch.setattr(transactional, "DESCRIBE_RETRY_S", 0.0)
+    # Each look asks again while the coordinator cannot answer: None is that many answers.
+    answers = iter([answer for look in looks for answer in
+                    ([None] * transactional.DESCRIBE_ATTEMPTS if look is None else [look])])
     fenced = KafkaError(KafkaError._FENCED, "Producer attempted an operation with an old epoch", fatal=True)
     committer = TransactionalCommitter(TxnProducer(), Target(), Source(), "g.eos.0", Sink(fatal=fenced),
                                        states=lambda transactional_id: next(answers))
