@@ -19,6 +19,7 @@ from typing import Dict, Optional
 import confluent_kafka
 from confluent_kafka import KafkaException
 
+from ..callbacks import client_callback
 from ..clients.admin import admin_client, connection_settings
 from ..ops.log import librdkafka_logger
 from ..replication.offset_syncs import ensure_topic
@@ -108,10 +109,12 @@ class SingletonElection:
             self._stop.wait(TOPIC_RETRY_S)
         return False
 
+    @client_callback
     def _assigned(self, _consumer, partitions) -> None:
         if any(p.partition == 0 for p in partitions):
             self._lead(True)
 
+    @client_callback
     def _revoked(self, _consumer, partitions) -> None:
         if any(p.partition == 0 for p in partitions):
             self._lead(False)

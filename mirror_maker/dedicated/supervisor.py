@@ -49,6 +49,8 @@ MAX_BACKOFF_S = 60.0
 STABLE_S = 300.0
 #: Stopping the SparkContext (``--spark``) after every flow stopped.
 SPARK_STOP_S = 10.0
+#: How often an exactly-once flow looks whether this node holds its election.
+ELECTION_CHECK_S = 0.5
 
 
 def is_fatal(failure: Exception) -> bool:
@@ -166,11 +168,22 @@ class FlowRunner:
         supervisor, flow, attempt = self._supervisor, self.flow, 0
         take_over(flow)  # from Kafka's MirrorMaker 2, where it left the flow
         while True:
+            if flow.config.exactly_once and not self._wait_for_the_election():
+                return  # stopping
             current = supervisor.new_run(flow, lambda: self.election.leading)
             if not supervisor.attach(self, current):
                 return  # stopping
             started = time.monotonic()
-            failure = current.run()
+            ended = threading.Event()
+            handed_over = self._handed_over_when_not_leading(current, ended) if flow.config.exactly_once else None
+            try:
+                failure = current.run()
+            finally:
+                ended.set()
+            if handed_over is not None and handed_over.is_set() and not supervisor.stopping:
+                log.info("This node no longer holds the flow's election: its exactly-once streams stop here and "
+                         "run on the node that holds it")
+                continue
             if failure is None or supervisor.stopping:
                 return
             if is_fatal(failure):
@@ -185,6 +198,31 @@ class FlowRunner:
                         "(restart %d)", failure, delay, self.restarts)
             if supervisor.wait(delay):
                 return
+
+
+    def _wait_for_the_election(self) -> bool:
+        """An exactly-once flow's shards have one transactional.id each, whatever node runs them:
+        two nodes running them would fence each other for ever. So the flow runs on the node that
+        holds its election (as its singletons do), and the others stand by. False: stopping."""
+        if not self.election.leading:
+            log.info("Exactly-once: this flow runs on the node that holds its election; standing by")
+        while not self.election.leading:
+            if self._supervisor.wait(ELECTION_CHECK_S):
+                return False
+        return True
+
+    def _handed_over_when_not_leading(self, current, ended: threading.Event) -> threading.Event:
+        """Stops ``current`` once this node loses the election (set: that is why it stopped)."""
+        lost = threading.Event()
+
+        def watch() -> None:
+            while not ended.wait(ELECTION_CHECK_S) and not self._supervisor.stopping:
+                if not self.election.leading:
+                    lost.set()
+                    current.request_stop()
+                    return
+        threading.Thread(target=watch, name=f"{self.flow.name}/election-watch", daemon=True).start()
+        return lost
 
 
 class HeartbeatsOnly:

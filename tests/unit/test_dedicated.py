@@ -290,3 +290,55 @@ def test_config_providers_resolve_the_whole_file(tmp_path, monkeypatch):
                     "config.providers.vault.class = com.example.Vault\n")
     with pytest.raises(ConfigError, match="com.example.Vault"):
         read_mm2_file(str(path))
+
+
+def test_an_exactly_once_flow_runs_only_on_the_node_that_holds_its_election(monkeypatch):
+    """Its shards' transactional ids are the same on every node: two nodes running them fenced
+    each other, and the supervisor restarted each after its fence, for ever."""
+    import threading
+    import time as clock
+    from types import SimpleNamespace
+
+    from mirror_maker.dedicated import supervisor as sup
+
+    monkeypatch.setattr(sup, "take_over", lambda flow: None)
+    monkeypatch.setattr(sup, "ELECTION_CHECK_S", 0.01)
+    election = SimpleNamespace(leading=False)
+    stop = threading.Event()
+    runs = []
+
+    class Run:
+        def __init__(self):
+            self.stopped = threading.Event()
+            runs.append(self)
+
+        def run(self):
+            self.stopped.wait(5)
+            return None
+
+        def request_stop(self, signum=None):
+            self.stopped.set()
+
+    fake = SimpleNamespace(stopping=False, wait=lambda s: stop.wait(s), new_run=lambda flow, singletons: Run(),
+                           attach=lambda runner, current: not stop.is_set())
+    flow = SimpleNamespace(name="A->B", config=SimpleNamespace(exactly_once=True))
+    runner = sup.FlowRunner(flow, fake, election)
+    runner.start()
+    try:
+        clock.sleep(0.1)
+        assert runs == []  # standing by
+        election.leading = True
+        wait = clock.monotonic() + 2
+        while not runs and clock.monotonic() < wait:
+            clock.sleep(0.01)
+        assert len(runs) == 1
+        election.leading = False  # another node holds it now
+        assert runs[0].stopped.wait(2)
+        clock.sleep(0.1)
+        assert len(runs) == 1  # back to standing by, not restarted
+    finally:
+        stop.set()
+        fake.stopping = True
+        for run in runs:
+            run.request_stop()
+        assert runner.join(5)
