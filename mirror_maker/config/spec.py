@@ -91,7 +91,8 @@ def regex_list_pattern(value: str) -> Pattern[str]:
     from .topics import compile_java_regex
 
     entries = [entry.strip() for entry in value.split(",") if entry.strip()]
-    return compile_java_regex("|".join(f"(?:{entry})" for entry in entries) or "(?!)")
+    # Joined as MirrorMaker 2 joins them (an inline flag or \\Q in one entry reaches the next).
+    return compile_java_regex("|".join(entries) or "(?!)")
 
 
 def regex_list(value) -> Optional[str]:

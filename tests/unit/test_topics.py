@@ -115,3 +115,11 @@ def test_mirror_maker_2_regex_lists_mean_what_java_means(java, text, matches):
 @pytest.mark.parametrize("bad", ["a(", "[a-z&&]", "orders, \\p{InGreek}"])
 def test_an_invalid_regex_list_names_itself(bad):
     assert spec.regex_list(bad).startswith(f"{bad} is an invalid regex list: ")
+
+
+def test_a_regex_list_is_joined_as_mirror_maker_2_joins_it():
+    """MirrorMaker 2 compiles String.join("|", entries): an inline flag reaches the entries after
+    it, and an entry that only parses wrapped is refused as Java refuses it."""
+    pattern = spec.regex_list_pattern("foo, (?i)bar, baz")
+    assert pattern.fullmatch("BAZ") and pattern.fullmatch("BAR") and not pattern.fullmatch("FOO")
+    assert spec.regex_list("a)|(b") is not None
