@@ -25,6 +25,7 @@ from typing import Callable, Dict, Iterable, Optional, Tuple
 from ..records import TopicPartition
 
 WINDOW_S = 30.0
+NAN = float("nan")
 COMMIT_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 
 
@@ -224,12 +225,14 @@ class MirrorMetrics:
 
     def failover_values(self, now: float):
         """(offset syncs, checkpoints, heartbeats) written, and per (group, source partition) the
-        checkpoint latency window (min, max, avg)."""
+        checkpoint latency window (min, max, avg). A partition whose group has not moved for two
+        windows keeps its series with NaN, as MirrorMaker 2's sampled stats read then: checkpoints
+        are written only when a group moves, and a series that came and went would look like a
+        lost metric to a dashboard."""
         with self._lock:
             counts = (self.offset_syncs, self.checkpoints, self.heartbeats)
             windows = sorted(self.checkpoint_latency.items())
-        latencies = [(group, tp, stat.values(now)) for (group, tp), stat in windows]
-        return counts, [(group, tp, values) for group, tp, values in latencies if values is not None]
+        return counts, [(group, tp, stat.values(now) or (NAN, NAN, NAN)) for (group, tp), stat in windows]
     def unreachable(self) -> Dict[str, float]:
         """Each cluster side that cannot be reached now, with how long it has been away (s)."""
         away = {side: errors.unreachable_for() for side, errors in self.cluster_errors.items()}

@@ -16,6 +16,7 @@ computed them when it last sent (every few seconds).
 
 from __future__ import annotations
 
+import math
 import threading
 from typing import Callable, Dict, Iterable, List, Optional, Tuple
 
@@ -130,7 +131,11 @@ STATS = ("min", "max", "avg")
 
 
 def _combined(stats: Optional[Dict[str, List[float]]]) -> Optional[Tuple[float, float, float]]:
-    """Several workers' (min, max, avg) of one window as one; None if none had it."""
+    """Several workers' (min, max, avg) of one window as one; None if none had it. A worker's
+    NaN (a series with no recent samples) counts only when every worker has NaN."""
     if not stats or any(stat not in stats for stat in STATS):
         return None
-    return min(stats["min"]), max(stats["max"]), sum(stats["avg"]) / len(stats["avg"])
+    low, high, avg = ([value for value in stats[stat] if not math.isnan(value)] for stat in STATS)
+    if not avg:
+        return math.nan, math.nan, math.nan
+    return min(low), max(high), sum(avg) / len(avg)

@@ -31,7 +31,7 @@ from mirror_maker.replication.formats import decode_heartbeat
 from mirror_maker.replication.translate import translate_offsets
 
 from .conftest import SASL_USERS
-from .harness import (ROOT, BackgroundProducer, Cluster, MirrorProcess, group_settings, make_records, unique,
+from .harness import (ROOT, BackgroundProducer, Cluster, MirrorProcess, group_settings, make_records, unique, values,
                       wait_until)
 
 pytestmark = [
@@ -341,6 +341,42 @@ def test_two_nodes_share_a_flow_and_one_killed_leaves_the_other_doing_all_of_it(
         statuses = [node.stop() for node in nodes[1:]]
         nodes[0].kill()
     assert statuses == [143], nodes[1].log()[-3000:]
+
+
+def test_an_exactly_once_flow_runs_on_one_node_and_moves_when_it_is_killed(abc, tmp_path):
+    """Its shards' transactional ids are the same on every node: the second node stands by, and
+    takes the flow over when the first is killed; read_committed, every record once."""
+    from collections import Counter
+
+    east, west = abc["A"], abc["B"]
+    topic = east.create_topic(name=unique("eos-shared"), partitions=4)
+    path = write_mm2(tmp_path / "mm2.properties", {"east": east, "west": west}, extra={
+        "east->west.enabled": "true", "topics": topic, "tasks.max": 2, "west.exactly.once.source.support": "enabled",
+        "west->east.emit.heartbeats.enabled": "false", "east.consumer.session.timeout.ms": 6000,
+        "west.consumer.session.timeout.ms": 6000})
+    producer = BackgroundProducer(east, topic, rate=300).start()
+    nodes = [ours(path, tmp_path / "first.log")]
+    elected = "This node now runs the syncs, checkpoints and heartbeats of east->west"
+    try:
+        nodes[0].wait_for_log(elected, 60)
+        nodes.append(ours(path, tmp_path / "second.log"))
+        nodes[1].wait_for_log("standing by", 60)
+        wait_until(lambda: assigned(nodes[0].log(), "east->west") == 4, 60, "every partition on the first node")
+        assert "Exactly-once shard" not in nodes[1].log()
+        nodes[0].kill()
+        nodes[1].wait_for_log(elected, 60)
+        nodes[1].wait_for_log("Exactly-once shard", 30)
+        acked = producer.stop()
+        west.read_values(f"east.{topic}", acked)  # read_committed: every acknowledged record is there
+        rows = west.read_all(f"east.{topic}", timeout_s=60)
+        twice = {value: n for value, n in Counter(values(rows)).items() if n > 1}
+        assert not twice, f"{len(twice)} records twice, e.g. {list(twice.items())[:3]}"
+    finally:
+        producer.stop()
+        statuses = [node.stop() for node in nodes[1:]]
+        nodes[0].kill()
+    assert statuses == [143], nodes[1].log()[-3000:]
+    assert " ERROR " not in nodes[1].log()
 
 
 def test_clusters_option_and_a_failing_flow_retried_while_the_others_go_on(abc, tmp_path):

@@ -33,6 +33,25 @@ def test_window_stat_keeps_two_windows():
     assert stat.values(now=60) is None
 
 
+def test_a_checkpoint_latency_series_reads_nan_once_its_group_stopped_moving():
+    """Checkpoints are written only when a group moves: its series stays, as MirrorMaker 2's does."""
+    from mirror_maker.spark.metrics import _combined
+
+    now = [1000.0]
+    metrics = MirrorMetrics(clock=lambda: now[0])
+    metrics.checkpoint_written("app", TopicPartition("orders", 0), 12.0)
+    _counts, [(group, tp, values)] = metrics.failover_values(now[0])
+    assert (group, tp.partition, values) == ("app", 0, (12.0, 12.0, 12.0))
+    now[0] += 61.0
+    _counts, [(_group, _tp, values)] = metrics.failover_values(now[0])
+    assert all(value != value for value in values)  # NaN
+    # Spark's combination of workers: a NaN worker does not hide another's value.
+    assert _combined({"min": [float("nan"), 3.0], "max": [float("nan"), 9.0], "avg": [float("nan"), 5.0]}) == \
+        (3.0, 9.0, 5.0)
+    assert all(value != value for value in _combined({"min": [float("nan")], "max": [float("nan")],
+                                                      "avg": [float("nan")]}))
+
+
 def test_exposition_has_the_mirrormaker_metrics():
     now = [1000.0]
     metrics = MirrorMetrics(clock=lambda: now[0])

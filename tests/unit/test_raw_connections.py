@@ -117,3 +117,20 @@ def test_no_producer_id_by_the_deadline_is_a_failure_naming_the_target():
     raw = RawProducer([RefusingTarget(state)], None, state, True, MirrorMetrics())
     with pytest.raises(ClientFailed, match="refusing:9092.*no producer id: refused"):
         raw.init_producer_id(time.monotonic() + 0.3)
+
+
+def test_a_metadata_refresh_loop_that_ended_is_restarted(away, caplog):
+    """Without it a moved leader would never be seen again: every batch of its partitions waits."""
+    from kafka.errors import KafkaConnectionError
+    from kafka.future import Future
+
+    metadata = away.cluster.client.cluster
+    metadata._refresh_loop_future = Future().failure(KafkaConnectionError("refresh failed"))
+    with caplog.at_level(logging.WARNING, logger="mirror_maker.shallow"):
+        away.cluster.refresh()
+    assert metadata._refresh_loop_future is not None and not metadata._refresh_loop_future.failed()
+    assert "The target cluster's metadata refresh for the raw path stopped (KafkaConnectionError: refresh " \
+           "failed); restarting it" in caplog.text
+    caplog.clear()
+    away.cluster.refresh()  # a live loop is left alone
+    assert "restarting" not in caplog.text
