@@ -143,7 +143,7 @@ class RawMode:
 
         from ..shallow.connections import FETCH_MAX_BYTES, Cluster
         from ..shallow.fetcher import RawFetcher
-        from ..shallow.producer import RawProducer, connections
+        from ..shallow.producer import RawProducer, connections, produce_timeout_ms
         from ..shallow.raw_source import RawSink, RawSource
 
         shared, config, state = self._shared, self._shared.config, self._shared.state
@@ -168,7 +168,7 @@ class RawMode:
             fetcher = RawFetcher(source_cluster, state, isolation,
                                  int(config.consumer.get("fetch.max.bytes", FETCH_MAX_BYTES)), errors=shared.errors)
             raw = RawProducer(targets, net, state, config.abort_on_send_failure, shared.metrics,
-                              shared.producer.errors)
+                              shared.producer.errors, produce_timeout_ms(config.producer))
             # The topics the group will assign from, and their target topics where they exist. A
             # stop before both clusters answered and gave a producer id leaves the raw path unbuilt.
             if not source_cluster.connect(membership.topics, shared.producer.serve):

@@ -76,7 +76,9 @@ def net_configs(conf: Dict[str, str], client_id: str, fetch_max_bytes: int = FET
         "security_protocol": protocol,
         "request_timeout_ms": int(conf.get("request.timeout.ms", conf.get("socket.timeout.ms", 30000))),
         "reconnect_backoff_ms": int(conf.get("reconnect.backoff.ms", 100)),
-        "reconnect_backoff_max_ms": int(conf.get("reconnect.backoff.max.ms", 10000)),
+        # Java's default, not librdkafka's 10 s: kafka-python backs off per broker, and a broker
+        # back from a restart or an outage is then reached within a second, not up to ten.
+        "reconnect_backoff_max_ms": int(conf.get("reconnect.backoff.max.ms", 1000)),
         "max_in_flight_requests_per_connection": 5,
         # A fetch answer holds up to fetch.max.bytes of batches (and one batch may exceed it).
         "receive_message_max_bytes": max(fetch_max_bytes, 1 << 20) * 2,

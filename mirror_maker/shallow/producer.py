@@ -41,6 +41,7 @@ MAX_IN_FLIGHT = 5
 CONNECTIONS_PER_BROKER = 2
 _SEQUENCE_WRAP = 2 ** 31
 INIT_TIMEOUT_S = 60.0
+ANSWER_MARGIN_MS = 5000
 #: Produce errors after which the same batch may go again (Kafka's retriable ones).
 RETRIABLE = frozenset({
     3,   # UNKNOWN_TOPIC_OR_PARTITION: metadata not everywhere yet
@@ -97,8 +98,19 @@ class PartitionLog:
 
 
 def connections(net, conf: Dict[str, str], client_id: str, state=None) -> List[Cluster]:
-    """The producer's connections to the target (one client each, the same client id)."""
+    """The producer's connections to the target (one client each, the same client id). A produce
+    request carries ``request.timeout.ms`` for the broker; the client waits ``ANSWER_MARGIN_MS``
+    longer, so that a broker waiting on its replicas answers REQUEST_TIMED_OUT (retried on the
+    same connection) before the client gives up and closes the connection with every request
+    of the other partitions in flight on it."""
+    timeout_ms = produce_timeout_ms(conf) + ANSWER_MARGIN_MS
+    conf = {**conf, "request.timeout.ms": str(timeout_ms)}
     return [Cluster(net, conf, client_id, "target", state) for _ in range(CONNECTIONS_PER_BROKER)]
+
+
+def produce_timeout_ms(conf: Dict[str, str]) -> int:
+    """How long the broker may wait for its replicas before it answers a produce request."""
+    return int(conf.get("request.timeout.ms", 30000))
 
 
 class RawProducer:

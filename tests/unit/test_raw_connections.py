@@ -134,3 +134,22 @@ def test_a_metadata_refresh_loop_that_ended_is_restarted(away, caplog):
     caplog.clear()
     away.cluster.refresh()  # a live loop is left alone
     assert "restarting" not in caplog.text
+
+
+def test_the_broker_answers_a_produce_before_the_client_gives_up_and_a_returned_broker_is_reached_soon(away):
+    """A connection closed on a timeout fails every partition's requests on it; a broker back
+    after an outage waits for the next reconnect attempt (Java's 1 s at most, not librdkafka's 10)."""
+    from mirror_maker.shallow import producer
+
+    conf = {"bootstrap.servers": away.address, "request.timeout.ms": "20000"}
+    lanes = producer.connections(away.net, conf, "t", away.state)
+    try:
+        assert producer.produce_timeout_ms(conf) == 20000
+        for lane in lanes:
+            assert lane.client._manager.config["request_timeout_ms"] == 20000 + producer.ANSWER_MARGIN_MS
+        assert connections.net_configs(conf, "t")["reconnect_backoff_max_ms"] == 1000
+        assert connections.net_configs({**conf, "reconnect.backoff.max.ms": "5000"}, "t")[
+            "reconnect_backoff_max_ms"] == 5000
+    finally:
+        for lane in lanes:
+            lane.close()
