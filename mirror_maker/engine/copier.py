@@ -134,10 +134,11 @@ class RecordCopier:
         """Any other case, one record at a time: a user's handler, producer.type=sync, raw mode's
         record path (``route``) or tracked records; every send guarded as in the inline copy.
 
-        A run ends where records start or stop being written (filtered, refused, dropped): offset
-        syncs pair a run's first and last source offsets with target offsets, and a record the
-        target does not hold must never be one of them, or a group translated past it would skip
-        the record after it."""
+        A run ends where records start or stop being written (filtered, refused, dropped), and
+        where a handler starts or stops sending more than one record for each: offset syncs pair
+        a run's first and last source offsets with target offsets, and a record the target does
+        not hold must never be one of them, or a group translated past it would skip the record
+        after it (nor the last output of a record sent several times: its others would be skipped)."""
         state = self._state
         run: Optional[list] = None  # a Run being built
         filtered = produced = 0
@@ -161,10 +162,10 @@ class RecordCopier:
                 produced += sent
                 if state.failure is not None:
                     break  # nothing is committed past a failure; this record is not counted
-                if run is None or (run[0], run[1]) != (topic, partition) or bool(run[6]) != bool(sent):
+                if run is None or (run[0], run[1]) != (topic, partition) or min(run[7], 2) != min(sent, 2):
                     if run is not None:
-                        runs.append(tuple(run))
-                    run = [topic, partition, msg, msg, 0, 0, 0]
+                        runs.append(tuple(run[:7]))
+                    run = [topic, partition, msg, msg, 0, 0, 0, sent]
                 run[3] = msg
                 run[4] += 1
                 run[6] += sent
@@ -173,7 +174,7 @@ class RecordCopier:
                     run[5] += len(value)
         finally:
             if run is not None:
-                runs.append(tuple(run))
+                runs.append(tuple(run[:7]))
             if filtered:
                 self._metrics.filtered(filtered)
             self.producer.count_produced(produced)

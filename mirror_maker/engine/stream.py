@@ -249,7 +249,7 @@ class Stream(threading.Thread):
                 if advance and last.offset() + 1 > self.positions.get(tp, -1):
                     pending[tp] = self.positions[tp] = last.offset() + 1
                 if syncs is not None and written:  # records the target does not hold get no sync
-                    syncs.record(tp, first.offset(), last.offset(), written)
+                    syncs.record(tp, first.offset(), last.offset(), written, exact=written == count)
             ages = [now_ms - m.timestamp()[1] for m in (first, last) if m.timestamp()[1] > 0]
             if ages:
                 self._metrics.consumed(tp, count, nbytes, min(ages), max(ages), sum(ages) / len(ages) * count, count)

@@ -59,12 +59,13 @@ class PartitionSyncs:
     def __init__(self, base: Optional[int]) -> None:
         #: The target offset the partition's next mirrored record gets (None: not known).
         self.base = base
-        self.runs: List[Tuple[int, int, int]] = []  # (first source offset, last, records)
+        #: (first source offset, last, target records, exact: one target record each)
+        self.runs: List[Tuple[int, int, int, bool]] = []
         self.previous_upstream: Optional[int] = None
         self.last_synced_downstream: Optional[int] = None
 
-    def add(self, first: int, last: int, count: int) -> None:
-        self.runs.append((first, last, count))
+    def add(self, first: int, last: int, count: int, exact: bool = True) -> None:
+        self.runs.append((first, last, count, exact))
 
     def reanchor(self) -> None:
         """The end could not be read: this stretch gets no syncs; the next flush starts afresh."""
@@ -75,7 +76,7 @@ class PartitionSyncs:
         """The syncs (upstream, downstream) of the runs, given the target partition's end once
         they are all acknowledged (``marker``: and a transaction's commit marker after them);
         None (and nothing written) when the end does not add up."""
-        count = sum(c for _f, _l, c in self.runs)
+        count = sum(c for _f, _l, c, _e in self.runs)
         if self.base is None:
             self.runs, self.base = [], end
             return []
@@ -90,22 +91,24 @@ class PartitionSyncs:
             self.last_synced_downstream = downstream
 
         downstream = self.base
-        for first, last, records in self.runs:
+        for first, last, records, exact in self.runs:
             after_gap = self.previous_upstream is not None and first - self.previous_upstream != 1
-            if self.last_synced_downstream is None or after_gap or \
+            if self.last_synced_downstream is None or after_gap or not exact or \
                     downstream - (self.last_synced_downstream + 1) >= lag_max:
                 emit(first, downstream)
-            if last - first + 1 == records:  # no gap inside: every record's target offset is known
+            # A run of records sent several times each gets only that sync, at its first target
+            # record: where its later records' target records start is not known.
+            if exact and last - first + 1 == records:  # no gap inside: every record's target offset is known
                 while True:
                     due = self.last_synced_downstream + 1 + lag_max
                     if due > downstream + records - 1:
                         break
                     emit(first + (due - downstream), due)
-            elif records > 1:
+            elif exact and records > 1:
                 emit(last, downstream + records - 1)  # after the gaps inside: a sync at the run's end
             self.previous_upstream = last
             downstream += records
-        if self.runs and (not syncs or syncs[-1] != (self.runs[-1][1], downstream - 1)):
+        if self.runs and self.runs[-1][3] and (not syncs or syncs[-1] != (self.runs[-1][1], downstream - 1)):
             emit(self.runs[-1][1], downstream - 1)  # the newest record, as MirrorMaker 2 at each commit
         self.runs, self.base = [], end
         return syncs
@@ -236,11 +239,12 @@ class OffsetSyncWriter:
         for partition in self._partitions.values():
             partition.reanchor()
 
-    def record(self, tp: TopicPartition, first: int, last: int, count: int) -> None:
-        """Once per run of a partition's records handed to the producer (the hot path's cost)."""
+    def record(self, tp: TopicPartition, first: int, last: int, count: int, exact: bool = True) -> None:
+        """Once per run of a partition's records handed to the producer (the hot path's cost):
+        ``count`` target records, ``exact`` when each source record is one of them."""
         partition = self._partitions.get(tp)
         if partition is not None:
-            partition.add(first, last, count)
+            partition.add(first, last, count, exact)
 
     def flushed(self, tps: Iterable[TopicPartition]) -> None:
         """Every record of ``tps`` so far is acknowledged: write their syncs."""

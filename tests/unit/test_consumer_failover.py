@@ -281,7 +281,7 @@ def test_a_record_a_handler_filters_never_takes_part_in_an_offset_sync():
     worker, producer, _ = stream(handler=DropsTwo(), assigned=(T0,))
     recorded = []
     worker.offset_syncs = OffsetSyncWriter.__new__(OffsetSyncWriter)
-    worker.offset_syncs.record = lambda tp, first, last, count: recorded.append((first, last, count))
+    worker.offset_syncs.record = lambda tp, first, last, count, exact: recorded.append((first, last, count))
     mirror(worker, [Msg("orders", 0, offset) for offset in range(10)])
     assert recorded == [(0, 1, 2), (3, 9, 7)]  # offset 2 is in no run the syncs see
     assert worker.checkpoint.pending[T0] == 10 and len(producer.sent) == 9
@@ -291,3 +291,33 @@ def test_a_record_a_handler_filters_never_takes_part_in_an_offset_sync():
     planned = syncs.plan(end=109, lag_max=5)
     target_of = {source: 100 + index for index, source in enumerate([0, 1, *range(3, 10)])}
     assert planned and all(target_of[upstream] == downstream for upstream, downstream in planned), planned
+
+
+def test_a_record_a_handler_sends_twice_is_synced_at_its_first_target_record_only():
+    """Synced at its last, a group that had not read it yet was translated past its first copy."""
+    from mirror_maker.handlers import MessageHandler
+    from mirror_maker.records import ProducerRecord
+    from mirror_maker.replication.offset_syncs import OffsetSyncWriter
+
+    from .stream_parts import Msg, mirror, stream
+
+    class TwiceFromFour(MessageHandler):
+        keep_partition = True
+
+        def handle(self, record):
+            out = ProducerRecord(record.topic, record.value, record.key, record.partition)
+            return [out, out] if record.offset >= 4 else [out]
+
+    worker, producer, _ = stream(handler=TwiceFromFour(), assigned=(T0,))
+    recorded = []
+    worker.offset_syncs = OffsetSyncWriter.__new__(OffsetSyncWriter)
+    worker.offset_syncs.record = lambda tp, first, last, count, exact: recorded.append((first, last, count, exact))
+    mirror(worker, [Msg("orders", 0, offset) for offset in (0, 1, 2, 3, 4, 6)])  # 5 compacted away
+    assert recorded == [(0, 3, 4, True), (4, 6, 4, False)]
+    syncs = PartitionSyncs(base=100)
+    for run in recorded:
+        syncs.add(*run)
+    planned = syncs.plan(end=108, lag_max=100)
+    first_copy = {0: 100, 1: 101, 2: 102, 3: 103, 4: 104, 6: 106}
+    assert planned == [(0, 100), (4, 104)]  # none at 3 either: the newest is sent twice
+    assert all(first_copy[upstream] == downstream for upstream, downstream in planned)

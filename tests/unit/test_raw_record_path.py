@@ -350,7 +350,7 @@ class OffsetSyncs:
     def __init__(self):
         self.runs = []
 
-    def record(self, tp, first, last, count):
+    def record(self, tp, first, last, count, exact=True):
         self.runs.append((tp.partition, first, last, count))
 
 
