@@ -276,32 +276,33 @@ class TransactionalCommitter:
         """Whether the transactional.id stays aborted with nobody after us. A new owner's start
         passes through the same abort (its InitProducerId aborts our open transaction first) and
         leaves it Empty or Ongoing a moment later: taken for the coordinator's own abort, our new
-        producer would fence it back, and the two would take the id from each other for ever."""
+        producer would fence it back, and the two would take the id from each other for ever.
+        A coordinator that cannot answer yet (it loads its log after an outage) is asked again
+        until ABORT_WAIT_S: only one that never answers, or shows an owner, makes it a fence."""
         deadline = time.monotonic() + ABORT_WAIT_S
         previous = None
         while True:
             state = self._state_of(self._transactional_id)
-            if state in _OWNED_STATES or (state is None and previous is None):
-                return False  # a new owner, or a coordinator that never answered: a fence
+            if state in _OWNED_STATES:
+                return False  # a new owner: a fence
             if state == previous == "CompleteAbort":
-                return True
-            if time.monotonic() >= deadline or self._wait(ABORT_SETTLE_S):
-                # Still aborting, or unknown since (a target that is away), or a stop: a new
-                # producer's start waits for the abort, and a fence at its first transaction
-                # stops the run.
                 return True
             if state is not None:
                 previous = state
+            if time.monotonic() >= deadline or self._wait(ABORT_SETTLE_S):
+                # Still aborting, or unknown since an abort was seen (a target that is away), or
+                # a stop: a new producer's start waits for the abort, and a fence at its first
+                # transaction stops the run. Never answered at all: nothing says it was an abort.
+                return previous is not None
 
     def _state_of(self, transactional_id: str) -> Optional[str]:
         """The coordinator's state of ``transactional_id``, asked again a few times while it
-        cannot answer (after an outage it loads its log first): a fence is concluded only when it
-        answered, or never did."""
+        cannot answer; None when it did not, or a stop came."""
         if self._states is None:
             return None
         for attempt in range(DESCRIBE_ATTEMPTS):
-            if attempt:
-                time.sleep(DESCRIBE_RETRY_S)
+            if attempt and self._wait(DESCRIBE_RETRY_S):
+                return None
             state = self._states(transactional_id)
             if state is not None:
                 return state

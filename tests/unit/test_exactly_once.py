@@ -230,7 +230,9 @@ def test_a_fence_is_the_coordinator_s_own_abort_only_if_it_shows_an_abort_as_the
     (["PrepareAbort", "PrepareAbort", "CompleteAbort", "Empty"], False),
     # The coordinator stops answering once it showed an abort (an outage): not a fence.
     (["PrepareAbort", None, "CompleteAbort", None, "CompleteAbort"], True),
-    ([None], False),  # it never answered: a fence, as before
+    ([None, "CompleteAbort", "CompleteAbort"], True),  # loading its log after an outage, then answering
+    ([None, None, "Empty"], False),
+    ([None], False),  # it never answered (until ABORT_WAIT_S): a fence, as before
 ])
 def test_an_abort_is_the_coordinator_s_own_only_while_nobody_takes_the_id_after_it(looks, unusable, monkeypatch):
     """Two mirrors that each took the other's fence for the coordinator's timeout abort started
@@ -240,12 +242,13 @@ def test_an_abort_is_the_coordinator_s_own_only_while_nobody_takes_the_id_after_
 
     monkeypatch.setattr(transactional, "ABORT_SETTLE_S", 0.0)
     monkeypatch.setattr(transactional, "DESCRIBE_RETRY_S", 0.0)
+    monkeypatch.setattr(transactional, "ABORT_WAIT_S", 0.2)
     # Each look asks again while the coordinator cannot answer: None is that many answers.
     answers = iter([answer for look in looks for answer in
                     ([None] * transactional.DESCRIBE_ATTEMPTS if look is None else [look])])
     fenced = KafkaError(KafkaError._FENCED, "Producer attempted an operation with an old epoch", fatal=True)
     committer = TransactionalCommitter(TxnProducer(), Target(), Source(), "g.eos.0", Sink(fatal=fenced),
-                                       states=lambda transactional_id: next(answers))
+                                       states=lambda transactional_id: next(answers, None))
     with pytest.raises(ProducerUnusable if unusable else ClientFailed):
         committer.commit({T0: 7})
 
@@ -568,3 +571,21 @@ def test_a_bounded_run_commits_in_the_round_whose_short_batch_read_everything():
     worker._next_lag_update = float("inf")  # the timer would not look at the lag in this round
     worker._loop()
     assert events[:3] == ["consume", "flush", ("commit", {T0: 10, T1: 10})]  # committed in the first round
+
+
+def test_a_stop_ends_the_wait_for_the_coordinator_s_answer(monkeypatch):
+    """Asked again 2 s apart while it cannot answer: a stop must not wait that out."""
+    import time
+
+    from mirror_maker.offsets import transactional
+
+    monkeypatch.setattr(transactional, "DESCRIBE_RETRY_S", 60.0)
+    waits = []
+    fenced = KafkaError(KafkaError._FENCED, "Producer attempted an operation with an old epoch", fatal=True)
+    committer = TransactionalCommitter(TxnProducer(), Target(), Source(), "g.eos.0", Sink(fatal=fenced),
+                                       states=lambda transactional_id: None,
+                                       wait=lambda seconds: waits.append(seconds) or True)
+    started = time.monotonic()
+    with pytest.raises(ClientFailed):
+        committer.commit({T0: 7})
+    assert time.monotonic() - started < 5 and waits[0] == 60.0  # asked once, not again after the stop
