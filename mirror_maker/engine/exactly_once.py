@@ -204,6 +204,13 @@ class TransactionalSink:
             new.carry_over(old)
             try:
                 self._on_new(new)  # its first transaction: a fence of the new one stops the stream
+            except ProducerUnusable as exc:  # (the coordinator aborted again, or a call hung)
+                new.abandon()
+                self._log.warning("%s; trying again with another new producer", exc)
+                old = new
+                self._state.wait(delay)
+                delay = min(delay * 2, RENEW_RETRY_MAX_S)
+                continue
             except BaseException:
                 new.abandon()
                 raise

@@ -321,6 +321,44 @@ def test_an_unusable_producer_is_replaced_retrying_until_the_target_answers(monk
     assert Old.abandoned and len(attempts) == 3 and used == [sink.producer] and sink.producer.carried == 40
 
 
+def test_a_new_producer_its_first_transaction_finds_unusable_is_replaced_again(monkeypatch):
+    """Its begin failed or the coordinator aborted again: the run went on failing with a bare
+    "ProducerUnusable" instead of trying another new producer."""
+    import mirror_maker.engine.exactly_once as eos
+    from mirror_maker.offsets.transactional import ProducerUnusable
+
+    monkeypatch.setattr(eos, "RENEW_RETRY_S", 0.01)
+
+    class Producer:
+        failures, fatal = [], None
+
+        def __init__(self):
+            self.abandoned = False
+
+        def abandon(self):
+            self.abandoned = True
+
+        def acknowledged(self):
+            return 0
+
+        def carry_over(self, old):
+            pass
+
+    started = []
+
+    def start_new():
+        started.append(Producer())
+        return started[-1]
+
+    def on_new(producer):
+        if len(started) == 1:
+            raise ProducerUnusable("begin_transaction did not return within 12 s")
+
+    sink = TransactionalSink(Producer(), MirrorMetrics(), logging.getLogger("t"), RunState(), start_new, on_new)
+    assert sink.rolled_back(ProducerUnusable("the coordinator aborted it")) == []
+    assert len(started) == 2 and started[0].abandoned and sink.producer is started[1] and not started[1].abandoned
+
+
 def test_a_new_producer_fenced_at_its_first_transaction_stops_the_stream_instead_of_starting_another():
     """Another live mirror took the transactional.id: starting yet another producer would fence it
     in turn, for ever."""
