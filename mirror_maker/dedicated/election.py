@@ -80,16 +80,32 @@ class SingletonElection:
                      "now runs" if leading else "no longer runs", self.flow)
 
     def _run(self) -> None:
-        if not self._ensure_topic():
-            return
+        """Takes part until the stop; a failure of its consumer is logged and it joins again
+        (an exactly-once flow runs only on the node that holds the election: a node that left
+        it silently would stand by for ever)."""
+        while not self._stop.is_set():
+            if not self._ensure_topic():
+                return
+            try:
+                self._take_part()
+            except Exception as exc:  # the consumer failed: join again with a new one
+                reason = exc.args[0].str() if isinstance(exc, KafkaException) else f"{type(exc).__name__}: {exc}"
+                log.error("The singleton election of %s failed: %s (joining again in %.0f s)", self.flow, reason,
+                          TOPIC_RETRY_S)
+                self._stop.wait(TOPIC_RETRY_S)
+
+    def _take_part(self) -> None:
         consumer = confluent_kafka.Consumer(self._conf)
+        said = None
         try:
             consumer.subscribe([self.topic], on_assign=self._assigned, on_revoke=self._revoked,
                                on_lost=self._revoked)
             while not self._stop.is_set():
-                consumer.poll(POLL_S)  # serves the group's callbacks; the topic is never written
-        except KafkaException as exc:
-            log.error("The singleton election of %s stopped: %s", self.flow, exc.args[0].str())
+                msg = consumer.poll(POLL_S)  # serves the group's callbacks; the topic is never written
+                error = msg.error() if msg is not None else None
+                if error is not None and error.str() != said:  # (an unauthorized group, say): once each
+                    said = error.str()
+                    log.warning("The singleton election of %s (group %s): %s", self.flow, self.group, said)
         finally:
             self._lead(False)
             consumer.close()

@@ -140,6 +140,8 @@ class FlowRunner:
         self.election = election
         #: The current run, once there is one.
         self.current = None
+        #: An exactly-once flow waiting for this node to hold its election (another node runs it).
+        self.standing_by = False
         self.restarts = 0
         self._supervisor = supervisor
         self._thread = threading.Thread(target=self._run, name=flow.name, daemon=True)
@@ -161,6 +163,8 @@ class FlowRunner:
     def readiness(self) -> Tuple[bool, str]:
         current = self.current
         if current is None:
+            if self.standing_by:  # an exactly-once flow another node runs: this node is as it should be
+                return True, "standing by (another node holds the flow's election)"
             return False, "not started"
         return current.readiness()
 
@@ -183,6 +187,7 @@ class FlowRunner:
             if handed_over is not None and handed_over.is_set() and not supervisor.stopping:
                 log.info("This node no longer holds the flow's election: its exactly-once streams stop here and "
                          "run on the node that holds it")
+                self.current = None  # its figures are the other node's to report now
                 continue
             if failure is None or supervisor.stopping:
                 return
@@ -206,9 +211,13 @@ class FlowRunner:
         holds its election (as its singletons do), and the others stand by. False: stopping."""
         if not self.election.leading:
             log.info("Exactly-once: this flow runs on the node that holds its election; standing by")
-        while not self.election.leading:
-            if self._supervisor.wait(ELECTION_CHECK_S):
-                return False
+        self.standing_by = True
+        try:
+            while not self.election.leading:
+                if self._supervisor.wait(ELECTION_CHECK_S):
+                    return False
+        finally:
+            self.standing_by = False
         return True
 
     def _handed_over_when_not_leading(self, current, ended: threading.Event) -> threading.Event:

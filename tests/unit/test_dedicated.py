@@ -327,6 +327,7 @@ def test_an_exactly_once_flow_runs_only_on_the_node_that_holds_its_election(monk
     try:
         clock.sleep(0.1)
         assert runs == []  # standing by
+        assert runner.readiness() == (True, "standing by (another node holds the flow's election)")
         election.leading = True
         wait = clock.monotonic() + 2
         while not runs and clock.monotonic() < wait:
@@ -336,9 +337,36 @@ def test_an_exactly_once_flow_runs_only_on_the_node_that_holds_its_election(monk
         assert runs[0].stopped.wait(2)
         clock.sleep(0.1)
         assert len(runs) == 1  # back to standing by, not restarted
+        assert runner.current is None and runner.readiness()[0]
     finally:
         stop.set()
         fake.stopping = True
         for run in runs:
             run.request_stop()
         assert runner.join(5)
+
+
+def test_an_election_whose_consumer_failed_joins_again(monkeypatch, caplog):
+    """An exactly-once flow runs only where the election is held: an election thread that ended
+    on an error left every node standing by for ever, without a word."""
+    import logging
+
+    from mirror_maker.dedicated import election as el
+
+    monkeypatch.setattr(el, "TOPIC_RETRY_S", 0.01)
+    election = el.SingletonElection("A->B", {"bootstrap.servers": "127.0.0.1:1"}, "t", "g", None)
+    attempts = []
+
+    def take_part():
+        attempts.append(1)
+        if len(attempts) == 1:
+            raise RuntimeError("the consumer broke")
+        election._stop.set()
+
+    monkeypatch.setattr(election, "_ensure_topic", lambda: True)
+    monkeypatch.setattr(election, "_take_part", take_part)
+    with caplog.at_level(logging.ERROR, logger="mirror_maker.dedicated"):
+        election._run()
+    assert len(attempts) == 2
+    assert "The singleton election of A->B failed: RuntimeError: the consumer broke (joining again in 0 s)" \
+        in caplog.text
