@@ -252,13 +252,19 @@ class Cluster:
         kafka-python refreshes in one coroutine that ends for good when a refresh it awaits fails
         outside its retry (``ClusterMetadata._refresh_loop``): the leaders would then never move
         again and a partition whose leader moved would wait for ever. Such a loop is restarted."""
+        self.revive()
+        self.client.cluster.request_update()  # (re)starts the loop when none runs
+
+    def revive(self) -> None:
+        """Restart the metadata refresh if it ended (see ``refresh``); cheap, for every wait on
+        a broker that is not ready: a leader on a broker that stays away is moved only by it."""
         cluster = self.client.cluster
         loop = cluster._refresh_loop_future
         if loop is not None and loop.is_done and not cluster.closed:
             log.warning("The %s cluster's metadata refresh for the raw path stopped (%s); restarting it",
                         self.side, loop.exception if loop.failed() else "ended")
             cluster._refresh_loop_future = None
-        cluster.request_update()  # (re)starts the loop when none runs
+            cluster.start_refresh_loop()
 
     def ready(self, node: int) -> bool:
         """Connected and able to take a request now; otherwise a connection is under way (with

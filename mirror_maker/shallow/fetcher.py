@@ -140,8 +140,12 @@ class RawFetcher:
             node = self._cluster.route(tp.topic, tp.partition)
             if node is None:
                 continue
-            if node not in self._in_flight and self._cluster.ready(node):
+            if node in self._in_flight:
+                continue
+            if self._cluster.ready(node):
                 by_node.setdefault(node, []).append(tp)
+            else:
+                self._cluster.revive()
         for node, tps in by_node.items():
             topics: Dict[str, list] = {}
             for tp in tps:

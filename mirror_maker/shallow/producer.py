@@ -200,9 +200,13 @@ class RawProducer:
         while not self._state.failed:
             sent = False
             for (lane, node), items in self._sendable().items():
-                if self._node_in_flight.get((lane, node), 0) < MAX_IN_FLIGHT and self._lanes[lane].ready(node):
+                if self._node_in_flight.get((lane, node), 0) >= MAX_IN_FLIGHT:
+                    continue
+                if self._lanes[lane].ready(node):
                     self._send_request((lane, node), items)
                     sent = True
+                else:
+                    self._lanes[lane].revive()
             if not sent:
                 return
 

@@ -134,6 +134,11 @@ def test_a_metadata_refresh_loop_that_ended_is_restarted(away, caplog):
     caplog.clear()
     away.cluster.refresh()  # a live loop is left alone
     assert "restarting" not in caplog.text
+    # A wait on a broker that is not ready revives it too, without asking for metadata.
+    metadata._refresh_loop_future = Future().failure(KafkaConnectionError("refresh failed"))
+    with caplog.at_level(logging.WARNING, logger="mirror_maker.shallow"):
+        away.cluster.revive()
+    assert not metadata._refresh_loop_future.failed() and "restarting it" in caplog.text
 
 
 def test_the_broker_answers_a_produce_before_the_client_gives_up_and_a_returned_broker_is_reached_soon(away):
