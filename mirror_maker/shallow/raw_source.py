@@ -122,7 +122,9 @@ class RawSource:
             tp, position = self._fetcher.out_of_range.popitem()
             self._stream.out_of_range(tp, position)
         self._fetcher.fetch(self._raw.queued_bytes, self._raw.pending())
-        busy = any(self._fetcher.work.values())
+        # Fetched batches wait only for room in the producer's queue: while it is full, the poll
+        # waits for the target's answers (it returns at the first) instead of spinning.
+        busy = self._raw.queued_batches < BUFFER_BATCHES and any(self._fetcher.work.values())
         self._net.poll(timeout_ms=0 if busy else FETCH_WAIT_MS)
         handed = self._hand_over()
         self._raw.pump()

@@ -426,3 +426,22 @@ def test_a_range_starting_inside_a_batch_reads_the_batch_from_its_start_and_mirr
     assert worker._consumer.calls[:2] == [("resume", [(0, 0)]), ("seek", 0)]  # from the batch's start
     assert [value for _t, value, *_rest in producer.sent] == [b"v2", b"v3"]  # 0 is before the position
     assert worker._stream.checkpoint.pending[TP] == 5  # done: the batch's 3 records were seen
+
+
+def test_while_the_producer_queue_is_full_the_round_waits_on_the_network_instead_of_spinning():
+    """Fetched batches waiting for room made every round poll with no wait: the stream's thread
+    spun until the target answered (twice raw mode's CPU per GB, 0.75 of its rate)."""
+    from mirror_maker.shallow.fetcher import BUFFER_BATCHES, FETCH_WAIT_MS
+
+    worker, source, _producer = stream([0, 1, 2])
+    worker._fetcher.fetch(0)
+    source.answer(0, batch(0, 3), high=3)
+    timeouts = []
+    worker._net.poll = lambda timeout_ms: timeouts.append(timeout_ms)
+    worker._raw.queued_batches = BUFFER_BATCHES
+    worker.read()
+    assert timeouts == [FETCH_WAIT_MS] and worker._fetcher.work[TP]  # nothing handed over: no room
+    worker._raw.queued_batches = 0  # room again: the batch goes at once
+    timeouts.clear()
+    worker.read()
+    assert timeouts == [0]
