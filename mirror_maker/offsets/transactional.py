@@ -264,6 +264,12 @@ class TransactionalCommitter:
         with one line), or the coordinator's own abort of a transaction that outlived its timeout
         (the producer is replaced). Only the coordinator can say: it shows an abort as the last
         thing that happened to the transactional.id, where a new owner would show its own state."""
+        if error.code() == confluent_kafka.KafkaError.INVALID_TXN_STATE:
+            # Seen when the coordinator aborted the transaction itself in a target outage and
+            # our end of it arrived in the middle: a new producer settles it (no other writer
+            # shows this way, a fence is one of _FENCED_CODES).
+            return ProducerUnusable(f"the target's transaction coordinator had the transaction of "
+                                    f"{self._transactional_id} in another state ({error.str()})")
         if error.code() not in _FENCED_CODES:
             return fenced_or_fatal(error, self._transactional_id)
         if self._aborted_by_the_coordinator():

@@ -627,3 +627,16 @@ def test_a_stop_ends_the_wait_for_the_coordinator_s_answer(monkeypatch):
     with pytest.raises(ClientFailed):
         committer.commit({T0: 7})
     assert time.monotonic() - started < 5 and waits[0] == 60.0  # asked once, not again after the stop
+
+
+def test_a_transaction_the_coordinator_holds_in_another_state_makes_a_new_producer_not_a_stop():
+    """Two target nodes of three away: librdkafka's end of a transaction the coordinator had
+    aborted meanwhile failed fatally with INVALID_TXN_STATE, and the mirror exited 255."""
+    from mirror_maker.offsets.transactional import ProducerUnusable
+
+    invalid = KafkaError(KafkaError.INVALID_TXN_STATE, "Failed to end transaction: Broker: Producer attempted a "
+                         "transactional operation in an invalid state", fatal=True)
+    committer = TransactionalCommitter(TxnProducer(), Target(), Source(), "g.eos.0", Sink(fatal=invalid),
+                                       states=lambda transactional_id: "Ongoing")
+    with pytest.raises(ProducerUnusable, match="in another state"):
+        committer.commit({T0: 7})
