@@ -80,7 +80,7 @@ class LibrdkafkaFilter(logging.Filter):
         # reported there, as the one ERROR line naming what is wrong.
         if record.levelno >= logging.ERROR:
             record.levelno, record.levelname = logging.WARNING, "WARNING"
-        if message.startswith("FAIL "):
+        if message.startswith("FAIL ") or _said_by_the_mirror(message):
             # One broker's connection failing (a restart, a move): the mirror says it once per
             # cluster side (clients.client_errors), and each client's own line is detail.
             record.levelno, record.levelname = logging.INFO, "INFO"
@@ -101,6 +101,14 @@ class LibrdkafkaFilter(logging.Filter):
         if repeats:
             record.msg, record.args = f"{message} (and {repeats} similar lines)", None
         return True
+
+
+def _said_by_the_mirror(message: str) -> bool:
+    """A transaction's transient trouble the mirror reports itself in its own WARN line: an
+    abortable failure ("Transaction aborted (...)") and a producer id retried while the
+    coordinator settles the last transaction (the renewal's own lines and the stall report)."""
+    return ((message.startswith("TXNERR ") and "Current transaction failed" in message)
+            or (message.startswith("GETPID ") and message.endswith(": retrying")))
 
 
 _FILTER = LibrdkafkaFilter()
