@@ -104,10 +104,10 @@ class LibrdkafkaFilter(logging.Filter):
 
 
 def _said_by_the_mirror(message: str) -> bool:
-    """A transaction's transient trouble the mirror reports itself in its own WARN line: an
-    abortable failure ("Transaction aborted (...)") and a producer id retried while the
-    coordinator settles the last transaction (the renewal's own lines and the stall report)."""
-    return ((message.startswith("TXNERR ") and "Current transaction failed" in message)
+    """What the mirror reports itself in its own line: a transaction's failure ("Transaction
+    aborted (...)", or the ERROR line of a fatal one), a fatal error, and a producer id retried
+    while the coordinator settles the last transaction (the renewal's lines, the stall report)."""
+    return (message.startswith(("TXNERR ", "FATAL "))  # (a fatal one: the mirror's ERROR line names it)
             or (message.startswith("GETPID ") and message.endswith(": retrying")))
 
 

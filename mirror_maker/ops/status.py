@@ -61,6 +61,7 @@ class StatusReporter:
         self._watch = ProgressWatch(stall_s, clock)
         #: Seconds without progress while records wait (``ops.stall``); 0 while progressing.
         self.stalled_s = 0.0
+        self._warned_stall_s = 0.0  # the stall's age at its last WARN line
         self._started = clock()
         self._last_time = self._started
         self._last = snapshot()
@@ -88,11 +89,22 @@ class StatusReporter:
                        for side, seconds in sorted(totals.get("unreachable", {}).items()))
         stalled = (f"; STALLED for {self.stalled_s:.0f} s: nothing acknowledged by the target or committed while "
                    f"records wait" if self.stalled_s else "")
-        log.log(logging.WARNING if self.stalled_s else logging.INFO,
+        log.log(self._stall_level(),
                 "Status%s: %.1f records/s, %.2f MB/s, lag %d, dropped %d, %d partitions assigned, "
                 "%d records mirrored in total, %d waiting for the target%s%s", self._label, rate, mbps, totals["lag"],
                 totals["dropped"], totals["assigned"], totals["acked"], totals["queued"], away, stalled)
         self._last, self._last_time = totals, now
+
+    def _stall_level(self) -> int:
+        """WARN when a stall is first reported and each time its age doubles; the lines between
+        say it at INFO (a 30 s outage is two WARN lines, not one every status interval)."""
+        if not self.stalled_s:
+            self._warned_stall_s = 0.0
+            return logging.INFO
+        if self.stalled_s >= 2 * self._warned_stall_s:
+            self._warned_stall_s = self.stalled_s
+            return logging.WARNING
+        return logging.INFO
 
     def caught_up(self) -> bool:
         """Every consumer has taken part in a rebalance, some partition is assigned, and every

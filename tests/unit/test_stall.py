@@ -51,3 +51,25 @@ def test_the_status_line_says_stalled_as_a_warning(caplog):
     (record,) = [r for r in caplog.records if r.name == "mirror_maker.status"]
     assert record.levelno == logging.WARNING and "STALLED for 31 s" in record.getMessage()
     assert reporter.stalled_s == 31.0
+
+
+def test_a_long_stall_is_a_warning_when_it_starts_and_each_time_its_age_doubles(caplog):
+    """Every status line of a 30 s outage was a WARN: the log said it in a flood."""
+    clock = Clock()
+    snapshot = {"value": totals(acked=10, queued=5)}
+    reporter = StatusReporter(lambda: snapshot["value"], 10.0, clock=clock, stall_s=15.0)
+    caplog.set_level(logging.INFO, logger="mirror_maker.status")
+    for now in (10.0, 20.0, 30.0, 40.0, 50.0, 60.0):
+        clock.now = now
+        reporter.tick()
+    levels = [(r.levelno, "STALLED" in r.getMessage()) for r in caplog.records if r.name == "mirror_maker.status"]
+    assert levels == [(logging.INFO, False), (logging.WARNING, True), (logging.INFO, True),
+                      (logging.WARNING, True), (logging.INFO, True), (logging.INFO, True)]
+    snapshot["value"] = totals(acked=11, queued=5)  # progress: the next stall warns again from its start
+    clock.now = 70.0
+    reporter.tick()
+    snapshot["value"] = totals(acked=11, queued=5)
+    clock.now = 90.0
+    caplog.clear()
+    reporter.tick()
+    assert [r.levelno for r in caplog.records if r.name == "mirror_maker.status"] == [logging.WARNING]
