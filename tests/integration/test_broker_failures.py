@@ -40,7 +40,7 @@ KEYS = 60
 #: The source's batches (a few records each, as a producer that lingers makes them): raw mode
 #: copies them as they are, at most 5 per partition per round trip to the target (docs/raw-mode.md),
 #: and batches of one record at this rate would measure that bound rather than the failures.
-LINGER_MS = 50
+LINGER_MS = 100
 STREAMS = 2
 SHUTDOWN_TIMEOUT_MS = 15000
 #: How long a killed node stays away, and the target's majority.
