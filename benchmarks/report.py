@@ -150,13 +150,18 @@ def _rows(row: dict, steady: bool) -> list:
             lines.append(f"| {_workload(row)} | {row['compression']} | {label}{flag} | {r['records_per_s']:,} | "
                          f"{r['mb_per_s']} | {r['cpu_s_per_gb']} | {r['peak_rss_mb']} | {ratio} |")
             continue
-        spread = "–".join(f"{v:,}" for v in r["spread"]) if r.get("spread") else ""
+        spread = _spread(r)
         versus_copy = f"{r['records_per_s'] / copy:.2f}" if copy and not label.startswith("limit") else ""
         end_to_end = f"{r['end_to_end_records_per_s']:,}" if r.get("end_to_end_records_per_s") else ""
         lines.append(f"| {_workload(row)} | {row['compression']} | {label}{flag} | {r['records_per_s']:,} | {spread} | "
                      f"{r.get('window_s', '')} | {r.get('first_record_s', '')} | {end_to_end} | {r['cpu_s_per_gb']} | "
                      f"{r['peak_rss_mb']} | {versus_copy} | {ratio} |")
     return lines
+
+
+def _spread(result: dict) -> str:
+    """A row's lowest and highest run, as ``low–high``."""
+    return "–".join(f"{v:,}" for v in result["spread"]) if result.get("spread") else ""
 
 
 def _pinned(row: dict, title: str) -> list:
@@ -167,7 +172,7 @@ def _pinned(row: dict, title: str) -> list:
              "", "| Run | records/s | spread | window s | CPU s/GB | against one stream |", "|---|---|---|---|---|---|"]
     one = row["results"].get("mirror, --num.streams 1", {}).get("records_per_s")
     for label, r in row["results"].items():
-        spread = "–".join(f"{v:,}" for v in r["spread"]) if r.get("spread") else ""
+        spread = _spread(r)
         against = f"{r['records_per_s'] / one:.2f}" if one and label.startswith("mirror") else ""
         lines.append(f"| {label}{'' if r['ok'] else ' (failed)'} | {r['records_per_s']:,} | {spread} | "
                      f"{r.get('window_s', '')} | {r['cpu_s_per_gb']} | {against} |")
@@ -205,7 +210,7 @@ def _dedicated(row: dict, title: str) -> list:
              "|---|---|---|---|---|---|---|---|"]
     for label, r in row["results"].items():
         rate = r.get("records_per_s_after_first") or r["records_per_s"]
-        spread = "–".join(f"{v:,}" for v in r["spread"]) if r.get("spread") else ""
+        spread = _spread(r)
         lines.append(f"| {label}{'' if r['ok'] else ' (failed)'} | {rate:,} | {spread} | {r.get('window_s', '')} | "
                      f"{r['cpu_s_per_gb']} | {r['peak_rss_mb']} | {r.get('first_record_s', '')} | "
                      f"{r.get('stop_s', '')} |")

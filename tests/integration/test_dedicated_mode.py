@@ -306,15 +306,25 @@ def leads(log: str, flow: str) -> bool:
     return bool(events) and events[-1] == "now runs"
 
 
-def test_two_nodes_share_a_flow_and_one_killed_leaves_the_other_doing_all_of_it(abc, tmp_path):
+EAST_WEST_ELECTED = "This node now runs the syncs, checkpoints and heartbeats of east->west"
+
+
+def east_west_flow(abc, tmp_path: Path, name: str, **extra):
+    """A file with one flow, A (east) -> B (west), of a new 4-partition topic, tasks.max 2:
+    (east, west, topic, file)."""
     east, west = abc["A"], abc["B"]
-    topic = east.create_topic(name=unique("shared"), partitions=4)
+    topic = east.create_topic(name=unique(name), partitions=4)
     path = write_mm2(tmp_path / "mm2.properties", {"east": east, "west": west}, extra={
         "east->west.enabled": "true", "topics": topic, "tasks.max": 2,
-        "west->east.emit.heartbeats.enabled": "false"})
+        "west->east.emit.heartbeats.enabled": "false", **extra})
+    return east, west, topic, path
+
+
+def test_two_nodes_share_a_flow_and_one_killed_leaves_the_other_doing_all_of_it(abc, tmp_path):
+    east, west, topic, path = east_west_flow(abc, tmp_path, "shared")
     producer = BackgroundProducer(east, topic, rate=300).start()
     nodes = [ours(path, tmp_path / "first.log")]
-    elected = "This node now runs the syncs, checkpoints and heartbeats of east->west"
+    elected = EAST_WEST_ELECTED
     try:
         nodes[0].wait_for_log(elected, 60)
         nodes.append(ours(path, tmp_path / "second.log"))
@@ -348,15 +358,12 @@ def test_an_exactly_once_flow_runs_on_one_node_and_moves_when_it_is_killed(abc, 
     takes the flow over when the first is killed; read_committed, every record once."""
     from collections import Counter
 
-    east, west = abc["A"], abc["B"]
-    topic = east.create_topic(name=unique("eos-shared"), partitions=4)
-    path = write_mm2(tmp_path / "mm2.properties", {"east": east, "west": west}, extra={
-        "east->west.enabled": "true", "topics": topic, "tasks.max": 2, "west.exactly.once.source.support": "enabled",
-        "west->east.emit.heartbeats.enabled": "false", "east.consumer.session.timeout.ms": 6000,
+    east, west, topic, path = east_west_flow(abc, tmp_path, "eos-shared", **{
+        "west.exactly.once.source.support": "enabled", "east.consumer.session.timeout.ms": 6000,
         "west.consumer.session.timeout.ms": 6000})
     producer = BackgroundProducer(east, topic, rate=300).start()
     nodes = [ours(path, tmp_path / "first.log")]
-    elected = "This node now runs the syncs, checkpoints and heartbeats of east->west"
+    elected = EAST_WEST_ELECTED
     try:
         nodes[0].wait_for_log(elected, 60)
         nodes.append(ours(path, tmp_path / "second.log"))
