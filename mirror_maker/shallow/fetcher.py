@@ -35,6 +35,14 @@ CORRUPT_ATTEMPTS = 3
 _NOT_LEADER = frozenset({3, 5, 6, 74, 75, 100})  # unknown partition, leader moved or unknown epoch
 _OFFSET_OUT_OF_RANGE = 1
 _TOPIC_AUTHORIZATION_FAILED = 29
+#: A fetch answer with at least this many batches to forward, of at most SMALL_BATCH_BYTES on
+#: average, is a backlog the record path mirrors faster: Kafka takes one batch per partition per
+#: produce request and works through a connection's requests one at a time, each waiting for
+#: acks=all, so a partition gets one batch per round trip to the target's replicas, which for
+#: batches of a few records is less than a producer writes (raw mode then never caught up).
+BACKLOG_BATCHES = 100
+SMALL_BATCH_BYTES = 4096
+SMALL_BATCHES = "a backlog of small batches"
 
 
 @dataclass(frozen=True)
@@ -190,21 +198,21 @@ class RawFetcher:
                 self._grown[tp] = min(self._grown.get(tp, self._partition_max) * 2, 1 << 30)
             return
         self._grown.pop(tp, None)
-        queue = self.work[tp]
         limit = self.max_batch_bytes.get(tp.topic)
         pairs = committed(batches, aborted) if self._isolation else [(b, not b.is_control) for b in batches]
+        items: List[Work] = []
         for batch, forward in pairs:
             if batch.last_offset < position:
                 continue  # wholly before the position (a compacted or legacy leftover)
             if not forward:
-                queue.append(Work(tp, max(position, batch.base_offset), batch.last_offset, skip=True))
+                items.append(Work(tp, max(position, batch.base_offset), batch.last_offset, skip=True))
             elif batch.magic != 2:
                 # A legacy entry's offset is its last record's (a compressed wrapper holds the
                 # records before it too): the range starts where the position is.
-                _append_range(queue, Work(tp, position, batch.last_offset, records=True, reason=f"magic {batch.magic}",
-                                          described=[batch.describe(tp.topic, tp.partition)], read_from=position))
+                items.append(Work(tp, position, batch.last_offset, records=True, reason=f"magic {batch.magic}",
+                                  described=[batch.describe(tp.topic, tp.partition)], read_from=position))
             elif batch.base_offset < position:
-                queue.append(Work(tp, position, batch.last_offset, records=True, reason="a position inside the batch",
+                items.append(Work(tp, position, batch.last_offset, records=True, reason="a position inside the batch",
                                   described=[batch.describe(tp.topic, tp.partition)], read_from=batch.base_offset,
                                   expected=batch.record_count))
             else:
@@ -216,14 +224,19 @@ class RawFetcher:
                         self._corrupted(tp, batch, corrupt)
                         break  # this batch and what follows are fetched again
                     self._corrupt.pop((tp, batch.base_offset), None)
-                    queue.append(Work(tp, batch.base_offset, batch.last_offset, batch=batch))
-                    self.buffered_bytes += batch.size
-                    self.buffered_batches += 1
+                    items.append(Work(tp, batch.base_offset, batch.last_offset, batch=batch))
                 else:
-                    _append_range(queue, Work(tp, batch.base_offset, batch.last_offset, records=True, reason=reason,
-                                              described=[batch.describe(tp.topic, tp.partition)],
-                                              read_from=batch.base_offset, expected=batch.record_count))
+                    items.append(_range_of(tp, batch, reason))
             position = batch.next_offset
+        queue = self.work[tp]
+        for item in _small_batches_as_ranges(items):
+            if item.records:
+                _append_range(queue, item)
+            else:
+                queue.append(item)
+                if item.batch is not None:
+                    self.buffered_bytes += item.batch.size
+                    self.buffered_batches += 1
         self.positions[tp] = position
 
     def _corrupted(self, tp: TopicPartition, batch: Batch, corrupt: "CorruptBatch") -> None:
@@ -261,6 +274,22 @@ class RawFetcher:
 
     def idle(self) -> bool:
         return not self._in_flight
+
+
+def _range_of(tp: TopicPartition, batch: Batch, reason: str) -> Work:
+    return Work(tp, batch.base_offset, batch.last_offset, records=True, reason=reason,
+                described=[batch.describe(tp.topic, tp.partition)], read_from=batch.base_offset,
+                expected=batch.record_count)
+
+
+def _small_batches_as_ranges(items: List[Work]) -> List[Work]:
+    """One answer's work, its batches to forward as record path ranges where they are a backlog
+    of small batches (``BACKLOG_BATCHES``); ranges in a row are joined where they are queued."""
+    forwarded = [item.batch for item in items if item.batch is not None]
+    if len(forwarded) < BACKLOG_BATCHES or sum(b.size for b in forwarded) > SMALL_BATCH_BYTES * len(forwarded):
+        return items
+    return [_range_of(item.source, item.batch, SMALL_BATCHES) if item.batch is not None else item
+            for item in items]
 
 
 def _append_range(queue: Deque[Work], item: Work) -> None:

@@ -37,10 +37,9 @@ log = logging.getLogger(__name__)
 PARTITIONS = 6
 RATE = 1000
 KEYS = 60
-#: The source's batches (a few records each, as a producer that lingers makes them): raw mode
-#: copies them as they are, at most 5 per partition per round trip to the target (docs/raw-mode.md),
-#: and batches of one record at this rate would measure that bound rather than the failures.
-LINGER_MS = 100
+#: The source's batches hold a few records each: raw mode forwards one per partition per round
+#: trip to the target, and a backlog of them after a failure takes the record path (docs/raw-mode.md).
+LINGER_MS = 20
 STREAMS = 2
 SHUTDOWN_TIMEOUT_MS = 15000
 #: How long a killed node stays away, and the target's majority.

@@ -230,6 +230,26 @@ def test_a_source_topic_deleted_while_mirrored_is_not_created_again(tmp_path, so
 
 
 @pytest.mark.needs_kafka_feature("a committed offset set by the admin API")
+def test_a_backlog_of_batches_of_one_record_takes_the_record_path_in_order(tmp_path, source, target, files):
+    """Forwarded one per produce request, batches of one record caught up slower than a producer
+    writes them: a fetch answer with a backlog of them is one record path range."""
+    from mirror_maker.shallow.fetcher import BACKLOG_BATCHES, SMALL_BATCHES
+
+    topic = source.create_topic("raw-tiny", partitions=1)
+    records = make_records(2 * BACKLOG_BATCHES)
+    source.seed(topic, records, partition=0, **{"linger.ms": 0, "batch.num.messages": 1})
+    mirror = MirrorProcess(mirror_args(files, topic, RAW, "--exit.when.caught.up", "--log.level", "DEBUG"),
+                           tmp_path / "m.log")
+    assert mirror.wait(90) == 0, mirror.log()
+    rows = target.read_all(topic, expected=len(records))
+    assert [rec.value for _p, _o, rec in rows] == [r.value for r in records]
+    assert source.committed(files.group, topic) == {0: len(records)}
+    assert re.search(rf"record path took {topic}-0 offsets 0\.\.\d+ \({SMALL_BATCHES}, \d+ batches\)", mirror.log())
+    if not on_tansu():
+        assert len(raw_batches(source, topic, 1)[0]) == len(records)
+        assert len(raw_batches(target, topic, 1)[0]) < len(records) / 10  # batched again
+
+
 def test_a_committed_offset_inside_a_batch(tmp_path, source, target, files):
     from confluent_kafka import TopicPartition as KafkaTopicPartition
     from confluent_kafka import ConsumerGroupTopicPartitions

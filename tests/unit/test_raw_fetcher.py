@@ -10,7 +10,7 @@ from mirror_maker.records import TopicPartition
 from mirror_maker.shallow.fetcher import BUFFER_BYTES, PARTITION_MAX_BYTES, RawFetcher
 
 from .scripted_broker import ScriptedBroker
-from .test_raw_batches import batch, control
+from .test_raw_batches import batch, control, record
 
 TP = TopicPartition("src", 0)
 
@@ -169,6 +169,36 @@ def test_batches_raw_mode_cannot_forward_take_the_record_path_in_order():
     assert steps(raw) == [(0, 1, "batch"), (2, 4, "records"), (5, 24, "records")]
     assert [w.reason for w in raw.work[TP]][1:] == ["offset holes (compaction)",
                                                    "larger than the target's max.message.bytes"]
+
+
+def test_a_backlog_of_small_batches_is_one_record_path_range_and_a_few_or_big_ones_go_as_they_are():
+    """Kafka appends one batch per partition per request, one request of a connection at a time:
+    forwarded one by one, a backlog of batches of a few records caught up slower than a producer
+    wrote them."""
+    from mirror_maker.shallow.fetcher import BACKLOG_BATCHES, SMALL_BATCH_BYTES, SMALL_BATCHES
+
+    raw, source = fetcher()
+    raw.fetch(0)
+    backlog = b"".join(batch(offset, 1) for offset in range(BACKLOG_BATCHES))
+    source.answer(0, backlog + control(BACKLOG_BATCHES, 9, commit=True) + batch(BACKLOG_BATCHES + 1, 2))
+    assert steps(raw) == [(0, BACKLOG_BATCHES - 1, "records"), (BACKLOG_BATCHES, BACKLOG_BATCHES, "skip"),
+                          (BACKLOG_BATCHES + 1, BACKLOG_BATCHES + 2, "records")]
+    first = raw.work[TP][0]
+    assert (first.reason, first.batches, first.expected, first.read_from) == (SMALL_BATCHES, BACKLOG_BATCHES,
+                                                                              BACKLOG_BATCHES, 0)
+    assert raw.buffered_batches == 0 and raw.buffered_bytes == 0  # the record path reads them again
+
+    raw, source = fetcher()
+    raw.fetch(0)
+    source.answer(0, b"".join(batch(offset, 1) for offset in range(BACKLOG_BATCHES - 1)))
+    assert {kind for _first, _last, kind in steps(raw)} == {"batch"}
+
+    raw, source = fetcher()
+    raw.fetch(0)
+    value = b"v" * SMALL_BATCH_BYTES
+    source.answer(0, b"".join(batch(offset, 1, records=record(0, b"k", value)) for offset in range(BACKLOG_BATCHES)))
+    assert {kind for _first, _last, kind in steps(raw)} == {"batch"}
+    assert raw.buffered_batches == BACKLOG_BATCHES
 
 
 def test_batches_with_holes_that_follow_each_other_are_one_record_path_range():
