@@ -30,7 +30,7 @@ import threading
 import time
 from typing import Dict, List, Optional, Set
 
-from confluent_kafka import KafkaException
+from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
 from ..callbacks import client_callback
@@ -45,6 +45,8 @@ from .positions import COMMITTED_TIMEOUT_S
 
 log = logging.getLogger("mirror_maker.worker")
 
+#: produce() errors that say the transaction failed, not the record.
+_TRANSACTION_FAILED = frozenset({KafkaError._STATE, KafkaError._FATAL})
 #: A transaction also commits once it holds this many records (besides the commit interval).
 MAX_TRANSACTION_RECORDS = 500_000
 INIT_TRANSACTIONS_TIMEOUT_S = 60.0
@@ -97,6 +99,17 @@ class TransactionalProducer(MirrorProducer):
 
     def _send_failed(self, where: str, topic, key, value, reason: str) -> None:
         self.failures.append(f"Error when sending message from {where} to topic {topic}: {reason}")
+
+    def _not_taken(self, where: str, topic, key, value, error: KafkaError, on_delivery=None) -> None:
+        """A record produce() would not take because the transaction failed (a record before it
+        was refused, an epoch bump), not for what the record is: the transaction aborts and the
+        record goes again, never counted as refused (a tracked one was then skipped for good)."""
+        if error.code() in _TRANSACTION_FAILED or error.fatal() or error.txn_requires_abort():
+            self._not_queued()
+            self.failures.append(f"Error when sending message from {where} to topic {topic}: {error.str()} "
+                                 f"(the transaction failed)")
+            return
+        super()._not_taken(where, topic, key, value, error, on_delivery)
 
     def _stop_waiting(self) -> bool:
         # librdkafka holds a failed transaction's queued records back until it is aborted.

@@ -166,7 +166,8 @@ class RawMode:
         try:
             isolation = 1 if _read_committed(shared) else 0
             fetcher = RawFetcher(source_cluster, state, isolation,
-                                 int(config.consumer.get("fetch.max.bytes", FETCH_MAX_BYTES)), errors=shared.errors)
+                                 int(config.consumer.get("fetch.max.bytes", FETCH_MAX_BYTES)), errors=shared.errors,
+                                 batch_backlogs=not config.sync_send)
             raw = RawProducer(targets, net, state, config.abort_on_send_failure, shared.metrics,
                               shared.producer.errors, produce_timeout_ms(config.producer))
             # The topics the group will assign from, and their target topics where they exist. A

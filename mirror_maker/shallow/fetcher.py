@@ -35,13 +35,15 @@ CORRUPT_ATTEMPTS = 3
 _NOT_LEADER = frozenset({3, 5, 6, 74, 75, 100})  # unknown partition, leader moved or unknown epoch
 _OFFSET_OUT_OF_RANGE = 1
 _TOPIC_AUTHORIZATION_FAILED = 29
-#: A fetch answer with at least this many batches to forward, of at most SMALL_BATCH_BYTES on
-#: average, is a backlog the record path mirrors faster: Kafka takes one batch per partition per
-#: produce request and works through a connection's requests one at a time, each waiting for
-#: acks=all, so a partition gets one batch per round trip to the target's replicas, which for
-#: batches of a few records is less than a producer writes (raw mode then never caught up).
+#: At least this many batches in a row to forward, of at most SMALL_BATCH_BYTES on average, are
+#: a backlog the record path mirrors faster: Kafka takes one batch per partition per produce
+#: request and works through a connection's requests one at a time, each waiting for acks=all,
+#: so a partition gets one batch per round trip to the target's replicas, which for batches of a
+#: few records is less than a producer writes (raw mode then never caught up). Such a backlog is
+#: cut into ranges of at most BACKLOG_RANGE_RECORDS, each a bounded round of the record path.
 BACKLOG_BATCHES = 100
 SMALL_BATCH_BYTES = 4096
+BACKLOG_RANGE_RECORDS = 5000
 SMALL_BATCHES = "a backlog of small batches"
 
 
@@ -76,8 +78,12 @@ class Work:
 
 class RawFetcher:
     def __init__(self, cluster: Cluster, state, isolation_level: int, fetch_max_bytes: int = FETCH_MAX_BYTES,
-                 partition_max_bytes: int = PARTITION_MAX_BYTES, wait_ms: int = FETCH_WAIT_MS, errors=None) -> None:
-        """``errors``: how the source's client errors are worded (a refused permission)."""
+                 partition_max_bytes: int = PARTITION_MAX_BYTES, wait_ms: int = FETCH_WAIT_MS, errors=None,
+                 batch_backlogs: bool = True) -> None:
+        """``errors``: how the source's client errors are worded (a refused permission).
+        ``batch_backlogs``: whether a backlog of small batches takes the record path
+        (BACKLOG_BATCHES): not where it sends one record at a time (producer.type=sync), slower
+        than a batch at a time."""
         self._cluster = cluster
         self._state = state
         self._errors = errors
@@ -100,6 +106,7 @@ class RawFetcher:
         self.out_of_range: Dict[TopicPartition, int] = {}
         #: (partition, batch offset) -> how many answers in a row held it corrupt.
         self._corrupt: Dict[tuple, int] = {}
+        self._batch_backlogs = batch_backlogs
 
     # -- assignment ----------------------------------------------------------------------
 
@@ -229,14 +236,18 @@ class RawFetcher:
                     items.append(_range_of(tp, batch, reason))
             position = batch.next_offset
         queue = self.work[tp]
-        for item in _small_batches_as_ranges(items):
-            if item.records:
+        for item in _small_batches_as_ranges(items) if self._batch_backlogs else items:
+            if item.reason == SMALL_BATCHES:
+                queue.append(item)  # cut to size already
+            elif item.records:
                 _append_range(queue, item)
             else:
                 queue.append(item)
-                if item.batch is not None:
-                    self.buffered_bytes += item.batch.size
-                    self.buffered_batches += 1
+            if item.batch is not None:
+                self.buffered_bytes += item.batch.size
+                self.buffered_batches += 1
+            elif item.records:
+                self.buffered_batches += item.batches
         self.positions[tp] = position
 
     def _corrupted(self, tp: TopicPartition, batch: Batch, corrupt: "CorruptBatch") -> None:
@@ -267,10 +278,13 @@ class RawFetcher:
 
 
     def taken(self, item: Work) -> None:
-        """The stream handed this item on (its batch is the producer's now)."""
+        """The stream handed this item on (its batch is the producer's now, or its range done):
+        a range's batches count as buffered too, one description each, held until then."""
         if item.batch is not None:
             self.buffered_bytes -= item.batch.size
             self.buffered_batches -= 1
+        elif item.records:
+            self.buffered_batches -= item.batches
 
     def idle(self) -> bool:
         return not self._in_flight
@@ -283,13 +297,34 @@ def _range_of(tp: TopicPartition, batch: Batch, reason: str) -> Work:
 
 
 def _small_batches_as_ranges(items: List[Work]) -> List[Work]:
-    """One answer's work, its batches to forward as record path ranges where they are a backlog
-    of small batches (``BACKLOG_BATCHES``); ranges in a row are joined where they are queued."""
-    forwarded = [item.batch for item in items if item.batch is not None]
-    if len(forwarded) < BACKLOG_BATCHES or sum(b.size for b in forwarded) > SMALL_BATCH_BYTES * len(forwarded):
-        return items
-    return [_range_of(item.source, item.batch, SMALL_BATCHES) if item.batch is not None else item
-            for item in items]
+    """One answer's work, with each run of at least BACKLOG_BATCHES batches to forward in a row
+    that average at most SMALL_BATCH_BYTES as record path ranges of up to BACKLOG_RANGE_RECORDS
+    (a skip item ends a run: a source of small transactions keeps its batches as they are, rather
+    than a round of the record path for each)."""
+    out: List[Work] = []
+    run: List[Work] = []
+    for item in items + [None]:
+        if item is not None and item.batch is not None:
+            run.append(item)
+            continue
+        small = len(run) >= BACKLOG_BATCHES and sum(i.batch.size for i in run) <= SMALL_BATCH_BYTES * len(run)
+        out += _backlog_ranges(run) if small else run
+        run = []
+        if item is not None:
+            out.append(item)
+    return out
+
+
+def _backlog_ranges(run: List[Work]) -> List[Work]:
+    ranges: List[Work] = []
+    for item in run:
+        batch, last = item.batch, ranges[-1] if ranges else None
+        if last is None or last.expected + batch.record_count > BACKLOG_RANGE_RECORDS:
+            ranges.append(_range_of(item.source, batch, SMALL_BATCHES))
+        else:
+            last.described.append(batch.describe(item.source.topic, item.source.partition))
+            ranges[-1] = replace(last, last=batch.last_offset, expected=last.expected + batch.record_count)
+    return ranges
 
 
 def _append_range(queue: Deque[Work], item: Work) -> None:

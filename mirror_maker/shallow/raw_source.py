@@ -232,14 +232,13 @@ class RawSource:
                     started = True
                     self._start_reading(tp, item.read_from)
                     self._reading = tp
-                done, count, ahead = self._read_range(tp, item, routes, time.monotonic() + RECORD_PATH_TIMEOUT_S,
-                                                      ahead)
+                done, count, ahead, after = self._read_range(tp, item, routes,
+                                                             time.monotonic() + RECORD_PATH_TIMEOUT_S, ahead)
                 handed += count
                 if done is None:
                     return handed  # reset: the stream moved the raw fetcher on already
                 if not done or tp not in self._stream.assigned:
-                    if tp in self._stream.assigned and not self._state.stopping and not self._state.failed:
-                        self._fetcher.refetch(tp, item.first)  # not done: the range again later
+                    self._unfinished(tp, item, after)
                     return handed
                 self._range_done(tp, item)
                 item = self._next_range(tp, item.last) if time.monotonic() < slice_end else None
@@ -248,6 +247,18 @@ class RawSource:
                 consumer.pause([KafkaTopicPartition(tp.topic, tp.partition)])
             self._reading, self._reading_paused = None, False
         return handed
+
+    def _unfinished(self, tp: TopicPartition, item: Work, after: int) -> None:
+        """A range the record path did not finish (its timeout, a stop, a failure, a revoke): what
+        it handed to the record producer stays done (committed after a flush, as every record
+        path record), and the rest of the range is fetched again later; a long range on a slow
+        target then moves on at every attempt instead of starting over."""
+        if tp not in self._stream.assigned:
+            return
+        if after > item.first:
+            self._stream.advance(tp, after)
+        if not self._state.stopping and not self._state.failed:
+            self._fetcher.refetch(tp, max(after, item.first))
 
     def _start_reading(self, tp: TopicPartition, offset: int) -> None:
         """Resume the partition in the consumer at ``offset``; librdkafka refuses a seek on a
@@ -287,7 +298,7 @@ class RawSource:
         self._stream.advance(tp, item.last + 1)  # committed after a flush of both producers
         queue = self._fetcher.work.get(tp)
         if queue and queue[0] is item:
-            queue.popleft()  # what was fetched after the range follows it as it is
+            self._fetcher.taken(queue.popleft())  # what was fetched after the range follows it as it is
         else:
             self._fetcher.seek(tp, item.last + 1)
 
@@ -306,12 +317,13 @@ class RawSource:
         return None
 
     def _read_range(self, tp: TopicPartition, item: Work, routes: List[Tuple[int, Optional[str]]],
-                    deadline: float, ahead: List) -> Tuple[Optional[bool], int, List]:
+                    deadline: float, ahead: List) -> Tuple[Optional[bool], int, List, int]:
         """Hand the range's records to the copier as the consumer returns them, ``ahead`` first,
         each to its batch's target (``routes``): whether the range is done (None: its records are
-        gone, and the stream reset the partition), the records handed over, and the messages
-        returned past the range. Records before ``item.first`` (a start inside a batch) are
-        counted, not mirrored."""
+        gone, and the stream reset the partition), the records handed over, the messages
+        returned past the range, and the offset after the last record handed over (``item.first``
+        when none was). Records before ``item.first`` (a start inside a batch) are counted, not
+        mirrored."""
         consumer, state, stream = self._consumer, self._state, self._stream
         lasts = [last for last, _target in routes]
         targets = [target for _last, target in routes]
@@ -320,6 +332,7 @@ class RawSource:
             return targets[min(bisect.bisect_left(lasts, offset), len(targets) - 1)]
 
         seen = handed = 0
+        after = item.first
         while tp in stream.assigned and not state.stopping and time.monotonic() < deadline:
             if self._reading_paused:  # a wait for the target paused it: on from where it was
                 self._reading_paused = False
@@ -331,7 +344,7 @@ class RawSource:
                     if msg.error().code() == KafkaError._AUTO_OFFSET_RESET:
                         if msg.topic() == tp.topic and msg.partition() == tp.partition:
                             stream.out_of_range(tp, msg.offset())
-                            return None, handed, []
+                            return None, handed, [], after
                         continue  # another partition's is stale, as in _serve_group: the raw fetcher has its own
                     stream.consume_error(msg)
                     continue
@@ -347,12 +360,14 @@ class RawSource:
             stream.record(runs, advance=False)
             copied = sum(run[4] for run in runs)
             handed += copied
+            if runs:
+                after = runs[-1][3].offset() + 1
             if copied < len(mine) or state.failure is not None:
-                return False, handed, []  # a stop or a failure ended the copy: the range is not done
+                return False, handed, [], after  # a stop or a failure ended the copy: the range is not done
             if past or (mine and mine[-1].offset() == item.last) or (item.expected is not None
                                                                       and seen >= item.expected):
-                return True, handed, past
-        return False, handed, []
+                return True, handed, past, after
+        return False, handed, [], after
 
     def _records_acknowledged(self, tp: TopicPartition) -> bool:
         """Whether the raw path may send for ``tp``: the record producer's records before it are

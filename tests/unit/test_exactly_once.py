@@ -442,6 +442,30 @@ def test_only_committed_transactions_count_as_mirrored_and_purged_records_do_not
         producer.close(None)
 
 
+def test_a_record_produce_refuses_because_the_transaction_failed_is_sent_again_never_counted_as_refused():
+    """After the target refused a record, librdkafka refuses the transaction's next records
+    locally (_STATE) before that refusal is reported: tracked one by one, they were counted as
+    refused and skipped for good, and the records behind a refused one were lost."""
+    from mirror_maker.engine.copier import Tracker
+
+    state = RunState()
+    producer = TransactionalProducer(UNREACHABLE, state, False, False, None, MirrorMetrics())
+    refused = []
+    tracker = Tracker(lambda tp, offset, topic, reason: refused.append(offset))
+    try:
+        for code in (KafkaError._STATE, KafkaError._FATAL):
+            producer.refused(KafkaException(KafkaError(code, "Erroneous state")), "t", b"v", b"k", 0, 0, None,
+                             "t", 0, 101, on_delivery=tracker.callback(TopicPartition("t", 0), 101, "t"))
+        assert refused == [] and not tracker.refused
+        assert len(producer.failures) == 2 and "(the transaction failed)" in producer.failures[0]  # it aborts
+        producer.refused(KafkaException(KafkaError(KafkaError.MSG_SIZE_TOO_LARGE, "Message size too large")),
+                         "t", b"v", b"k", 0, 0, None, "t", 0, 100,
+                         on_delivery=tracker.callback(TopicPartition("t", 0), 100, "t"))
+        assert refused == [100]  # what the record is: refused, known by its offset
+    finally:
+        producer.close(None)
+
+
 # -- the stream with a transaction --------------------------------------------------------------
 
 class Transactional:

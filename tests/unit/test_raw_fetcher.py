@@ -171,34 +171,51 @@ def test_batches_raw_mode_cannot_forward_take_the_record_path_in_order():
                                                    "larger than the target's max.message.bytes"]
 
 
-def test_a_backlog_of_small_batches_is_one_record_path_range_and_a_few_or_big_ones_go_as_they_are():
+def test_a_backlog_of_small_batches_takes_the_record_path_in_ranges_and_a_few_or_big_ones_go_as_they_are():
     """Kafka appends one batch per partition per request, one request of a connection at a time:
     forwarded one by one, a backlog of batches of a few records caught up slower than a producer
-    wrote them."""
-    from mirror_maker.shallow.fetcher import BACKLOG_BATCHES, SMALL_BATCH_BYTES, SMALL_BATCHES
+    wrote them. A range is cut to BACKLOG_RANGE_RECORDS (each a bounded round of the record path),
+    and counts as buffered until it is done."""
+    from mirror_maker.shallow.fetcher import BACKLOG_BATCHES, BACKLOG_RANGE_RECORDS, SMALL_BATCH_BYTES, SMALL_BATCHES
 
     raw, source = fetcher()
     raw.fetch(0)
-    backlog = b"".join(batch(offset, 1) for offset in range(BACKLOG_BATCHES))
-    source.answer(0, backlog + control(BACKLOG_BATCHES, 9, commit=True) + batch(BACKLOG_BATCHES + 1, 2))
-    assert steps(raw) == [(0, BACKLOG_BATCHES - 1, "records"), (BACKLOG_BATCHES, BACKLOG_BATCHES, "skip"),
-                          (BACKLOG_BATCHES + 1, BACKLOG_BATCHES + 2, "records")]
+    backlog = BACKLOG_RANGE_RECORDS + BACKLOG_BATCHES
+    source.answer(0, b"".join(batch(offset, 1) for offset in range(backlog))
+                  + control(backlog, 9, commit=True) + batch(backlog + 1, 2))
+    assert steps(raw) == [(0, BACKLOG_RANGE_RECORDS - 1, "records"), (BACKLOG_RANGE_RECORDS, backlog - 1, "records"),
+                          (backlog, backlog, "skip"), (backlog + 1, backlog + 2, "batch")]
     first = raw.work[TP][0]
-    assert (first.reason, first.batches, first.expected, first.read_from) == (SMALL_BATCHES, BACKLOG_BATCHES,
-                                                                              BACKLOG_BATCHES, 0)
-    assert raw.buffered_batches == 0 and raw.buffered_bytes == 0  # the record path reads them again
+    assert (first.reason, first.batches, first.expected, first.read_from) == (SMALL_BATCHES, BACKLOG_RANGE_RECORDS,
+                                                                              BACKLOG_RANGE_RECORDS, 0)
+    assert raw.buffered_batches == backlog + 1  # each range's batches, until it is done
+    for item in list(raw.work[TP]):
+        raw.taken(item)
+    assert (raw.buffered_batches, raw.buffered_bytes) == (0, 0)
 
-    raw, source = fetcher()
+    raw, source = fetcher()  # fewer in a row: the batches go as they are
     raw.fetch(0)
     source.answer(0, b"".join(batch(offset, 1) for offset in range(BACKLOG_BATCHES - 1)))
     assert {kind for _first, _last, kind in steps(raw)} == {"batch"}
 
-    raw, source = fetcher()
+    raw, source = fetcher()  # small transactions: each batch followed by its marker
+    raw.fetch(0)
+    source.answer(0, b"".join(batch(2 * n, 1, attributes=0x10, producer_id=9) + control(2 * n + 1, 9, commit=True)
+                              for n in range(BACKLOG_BATCHES)))
+    assert {kind for _first, _last, kind in steps(raw)} == {"batch", "skip"}
+
+    raw, source = fetcher()  # big batches
     raw.fetch(0)
     value = b"v" * SMALL_BATCH_BYTES
     source.answer(0, b"".join(batch(offset, 1, records=record(0, b"k", value)) for offset in range(BACKLOG_BATCHES)))
     assert {kind for _first, _last, kind in steps(raw)} == {"batch"}
     assert raw.buffered_batches == BACKLOG_BATCHES
+
+    raw = RawFetcher(ScriptedSource(), RunState(), 1, batch_backlogs=False)  # producer.type=sync
+    raw.assign(TP, 0)
+    raw.fetch(0)
+    raw._cluster.answer(0, b"".join(batch(offset, 1) for offset in range(BACKLOG_BATCHES)))
+    assert {kind for _first, _last, kind in steps(raw)} == {"batch"}
 
 
 def test_batches_with_holes_that_follow_each_other_are_one_record_path_range():
