@@ -284,7 +284,10 @@ class TransactionalCommitter:
         leaves it Empty or Ongoing a moment later: taken for the coordinator's own abort, our new
         producer would fence it back, and the two would take the id from each other for ever.
         A coordinator that cannot answer yet (it loads its log after an outage) is asked again
-        until ABORT_WAIT_S: only one that never answers, or shows an owner, makes it a fence."""
+        until ABORT_WAIT_S: only one that never answers, or shows an owner, makes it a fence.
+        Without a way to ask (no kafka-python) nothing says it was an abort."""
+        if self._states is None:
+            return False
         deadline = time.monotonic() + ABORT_WAIT_S
         previous = None
         while True:
