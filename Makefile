@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test test-fast test-pythons bench venv clean test-smoke-kafka-3.9 test-smoke-tansu
+.PHONY: demo test test-fast test-pythons test-python-venvs test-python-units bench venv clean test-smoke-kafka-3.9 test-smoke-tansu
 
 $(STAMP): setup.cfg pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -19,14 +19,21 @@ demo: $(STAMP)
 	$(BIN)/python -m mirror_maker.demo
 
 ## Unit tests and the integration suite on Apache Kafka 4.x (jars via Maven, cached outside the
-## repository), then the smoke tests on Kafka 3.9 and on Tansu. MIRROR_MAKER_TEST_BROKER or
-## MIRROR_MAKER_TEST_*_BOOTSTRAP change the first leg's brokers. The first leg runs in two
-## pytest-xdist workers, a module per worker at a time (a module's clusters and scenario stay
-## together), and the two smoke legs side by side: the tests mostly wait on brokers and timers.
+## repository), then the smoke tests on Kafka 3.9 and on Tansu and the unit tests on every other
+## Python. MIRROR_MAKER_TEST_BROKER or MIRROR_MAKER_TEST_*_BOOTSTRAP change the first leg's brokers.
+## The first leg runs in two pytest-xdist workers, a module per worker at a time (a module's
+## clusters and scenario stay together); the other Pythons' venvs are made meanwhile at the lowest
+## CPU priority (the first leg's brokers keep their timing), and the last three legs run side by
+## side. Every leg runs; the exit status is the first leg's failure, else the others'.
 TEST_WORKERS ?= 2
-test: $(STAMP) test-pythons
-	$(BIN)/python -m pytest -ra -n $(TEST_WORKERS) --dist loadscope --durations=15 $(PYTEST_ARGS)
-	@$(MAKE) --no-print-directory -j2 --output-sync=target test-smoke-kafka-3.9 test-smoke-tansu
+test: $(STAMP)
+	@nice -n 19 $(MAKE) --no-print-directory test-python-venvs > $(VENV)/python-venvs.log 2>&1 & venvs=$$!; \
+	status=0; \
+	$(BIN)/python -m pytest -ra -n $(TEST_WORKERS) --dist loadscope --durations=15 $(PYTEST_ARGS) || status=$$?; \
+	wait $$venvs || { cat $(VENV)/python-venvs.log; [ $$status != 0 ] || status=2; }; \
+	$(MAKE) --no-print-directory -j3 --output-sync=target test-smoke-kafka-3.9 test-smoke-tansu test-python-units \
+	    || { [ $$status != 0 ] || status=2; }; \
+	exit $$status
 
 test-smoke-kafka-3.9 test-smoke-tansu: $(STAMP)
 	MIRROR_MAKER_TEST_BROKER=$(@:test-smoke-%=%) $(BIN)/python -m pytest -ra -m smoke -p no:cacheprovider $(PYTEST_ARGS) tests/integration
@@ -51,8 +58,13 @@ OTHER_PYTHONS := $(filter-out $(MAIN_PYTHON),$(CLAIMED_PYTHONS))
 	    $(if $(filter $*,$(OLDEST_PYTHON)),-c tests/constraints-lowest.txt) -e '.[raw,jks]' pytest pytest-timeout
 	touch $@
 
-test-pythons:
+test-pythons: test-python-venvs
+	@$(MAKE) --no-print-directory test-python-units
+
+test-python-venvs:
 	@$(MAKE) --no-print-directory -j4 $(foreach v,$(OTHER_PYTHONS),.venv-py$(v)/.installed)
+
+test-python-units:
 	@for v in $(OTHER_PYTHONS); do \
 	    (.venv-py$$v/bin/python -m pytest -q -p no:cacheprovider tests/unit > .venv-py$$v/unit.log 2>&1; \
 	     echo $$? > .venv-py$$v/unit.status) & \

@@ -292,6 +292,23 @@ class Cluster:
         """How many records ``topic`` holds now (reads them; ListOffsets is unreliable on Tansu)."""
         return len(self.read_all(topic, timeout_s=30))
 
+    def holds(self, topic: str, records: int, timeout_s: float = 10.0) -> bool:
+        """Whether ``topic`` holds at least ``records`` records, read from the start within
+        ``timeout_s`` (``count`` waits until every partition is at its end at once, which a topic
+        written to all the time may never be)."""
+        partitions = self.partitions(topic)
+        if not partitions:
+            return False
+        consumer = self.consumer(group=unique("holds"))
+        consumer.assign([KafkaTopicPartition(topic, p, 0) for p in range(partitions)])
+        seen, deadline = 0, time.monotonic() + timeout_s
+        try:
+            while seen < records and time.monotonic() < deadline:
+                seen += sum(1 for msg in poll(consumer, 10000, 0.5) if msg.error() is None)
+            return seen >= records
+        finally:
+            consumer.close()
+
     def committed(self, group: str, topic: str, partitions: Optional[int] = None) -> Dict[int, int]:
         """The group's committed offsets (retried while the coordinator moves or loads); give
         ``partitions`` for a topic this cluster does not hold (exactly-once keeps the source

@@ -292,7 +292,7 @@ def test_sigterm_mid_stream_exits_143_in_time_and_the_restart_loses_nothing(tmp_
     stream = BackgroundProducer(source, topic, rate=1000).start()
     mirror = MirrorProcess(args, tmp_path / "m1.log")
     try:
-        wait_until(lambda: target.topic_exists(topic) and target.count(topic) > 500, 60, "records on the target")
+        wait_until(lambda: target.holds(topic, 500), 60, "records on the target")
         assert mirror.stop(signal.SIGTERM, timeout_s=10 + 5) == 143, mirror.log()  # within --shutdown.timeout.ms
         assert "did not stop in time" not in mirror.log() and "not finished" not in mirror.log()
         for partition in range(2):
@@ -302,6 +302,9 @@ def test_sigterm_mid_stream_exits_143_in_time_and_the_restart_loses_nothing(tmp_
             assert ends[0] == ends[1], f"a transaction left open on {remote}: {ends}"
         mirror = MirrorProcess(args, tmp_path / "m2.log")
         wait_until(lambda: len(stream.acked) > 3000, 60, "more records written")
+    except BaseException:
+        mirror.kill()  # not left running into the next test
+        raise
     finally:
         acked = stream.stop()
     try:
