@@ -253,11 +253,11 @@ class RawSource:
         it handed to the record producer stays done (committed after a flush, as every record
         path record), and the rest of the range is fetched again later; a long range on a slow
         target then moves on at every attempt instead of starting over."""
-        if tp not in self._stream.assigned:
-            return
+        if tp not in self._stream.assigned or self._state.failed:
+            return  # (after a failure nothing more is committed anyway)
         if after > item.first:
             self._stream.advance(tp, after)
-        if not self._state.stopping and not self._state.failed:
+        if not self._state.stopping:
             self._fetcher.refetch(tp, max(after, item.first))
 
     def _start_reading(self, tp: TopicPartition, offset: int) -> None:
