@@ -319,7 +319,8 @@ def _backlog_ranges(run: List[Work]) -> List[Work]:
     ranges: List[Work] = []
     for item in run:
         batch, last = item.batch, ranges[-1] if ranges else None
-        if last is None or last.expected + batch.record_count > BACKLOG_RANGE_RECORDS:
+        if (last is None or last.expected + batch.record_count > BACKLOG_RANGE_RECORDS
+                or batch.base_offset != last.last + 1):  # a range's offsets follow each other
             ranges.append(_range_of(item.source, batch, SMALL_BATCHES))
         else:
             last.described.append(batch.describe(item.source.topic, item.source.partition))

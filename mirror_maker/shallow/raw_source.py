@@ -31,7 +31,7 @@ from confluent_kafka import TopicPartition as KafkaTopicPartition
 from ..clients.polling import poll
 from ..errors import HandlerFailed, MirrorFailure
 from ..records import RawBatch, TopicPartition
-from .fetcher import BUFFER_BATCHES, FETCH_WAIT_MS, RawFetcher, Work
+from .fetcher import BUFFER_BATCHES, FETCH_WAIT_MS, SMALL_BATCHES, RawFetcher, Work
 
 #: How long the record path may wait for its range before trying again later.
 RECORD_PATH_TIMEOUT_S = 30.0
@@ -333,12 +333,15 @@ class RawSource:
 
         seen = handed = 0
         after = item.first
+        #: A backlog's offsets follow each other (``fetcher._backlog_ranges``): the offset its next
+        #: record must have; a record past it means the consumer skipped some, never "done".
+        expect = item.first if item.reason == SMALL_BATCHES else None
         while tp in stream.assigned and not state.stopping and time.monotonic() < deadline:
             if self._reading_paused:  # a wait for the target paused it: on from where it was
                 self._reading_paused = False
                 consumer.resume([KafkaTopicPartition(tp.topic, tp.partition)])
             messages, ahead = ahead or poll(consumer, 500, 0.05), []
-            mine, past = [], []
+            mine, past, gap = [], [], False
             for index, msg in enumerate(messages):
                 if msg.error() is not None:
                     if msg.error().code() == KafkaError._AUTO_OFFSET_RESET:
@@ -350,12 +353,20 @@ class RawSource:
                     continue
                 if msg.partition() != tp.partition or msg.topic() != tp.topic or msg.offset() < item.read_from:
                     continue
+                if expect is not None and msg.offset() != expect:
+                    if msg.offset() < expect:
+                        continue  # returned again: handed over already
+                    if expect <= item.last:
+                        gap = True
+                        break
                 if msg.offset() > item.last:
                     past = messages[index:]  # what follows is the raw path's, from the batch after the range
                     break
                 seen += 1
                 if msg.offset() >= item.first:
                     mine.append(msg)
+                    if expect is not None:
+                        expect += 1
             runs = self._copier.copy(mine, route=route)
             stream.record(runs, advance=False)
             copied = sum(run[4] for run in runs)
@@ -364,6 +375,10 @@ class RawSource:
                 after = runs[-1][3].offset() + 1
             if copied < len(mine) or state.failure is not None:
                 return False, handed, [], after  # a stop or a failure ended the copy: the range is not done
+            if gap:
+                stream.log.warning("The consumer skipped from %s-%d offset %d to %d in a range with no gaps; "
+                                   "reading it again from %d", tp.topic, tp.partition, expect, msg.offset(), after)
+                return False, handed, [], after
             if past or (mine and mine[-1].offset() == item.last) or (item.expected is not None
                                                                       and seen >= item.expected):
                 return True, handed, past, after

@@ -419,6 +419,21 @@ def test_a_range_that_gets_no_records_for_a_while_is_never_taken_as_compacted_aw
     assert worker._stream.checkpoint.pending[TP] == 3
 
 
+def test_a_backlog_range_the_consumer_skips_into_is_never_done_and_is_read_again_from_the_gap(caplog):
+    """A backlog's offsets follow each other: records past a gap (the consumer jumped ahead) were
+    taken for the range's end and its records committed unsent."""
+    from mirror_maker.shallow.fetcher import BACKLOG_BATCHES
+
+    count = BACKLOG_BATCHES
+    worker, source, producer = stream([0, 1] + list(range(50, count + 5)))  # 2..49 skipped by the consumer
+    worker._fetcher.fetch(0)
+    source.answer(0, b"".join(batch(offset, 1) for offset in range(count)), high=count)
+    worker._hand_over()
+    assert [value for _t, value, *_rest in producer.sent] == [b"v0", b"v1"]
+    assert worker._stream.checkpoint.pending[TP] == 2  # what was handed over, not the range's end
+    assert worker._fetcher.positions[TP] == 2 and "The consumer skipped from src-0 offset 2 to 50" in caplog.text
+
+
 def test_a_range_starting_inside_a_batch_reads_the_batch_from_its_start_and_mirrors_from_the_position():
     worker, source, producer = stream([0, 2, 3])  # a compacted batch 0..4 holding 0, 2, 3; the position is 2
     worker._fetcher.assign(TP, 2)
