@@ -237,9 +237,7 @@ class RawFetcher:
             position = batch.next_offset
         queue = self.work[tp]
         for item in _small_batches_as_ranges(items) if self._batch_backlogs else items:
-            if item.reason == SMALL_BATCHES:
-                queue.append(item)  # cut to size already
-            elif item.records:
+            if item.records and item.reason != SMALL_BATCHES:  # (a backlog's ranges are cut to size)
                 _append_range(queue, item)
             else:
                 queue.append(item)
