@@ -57,6 +57,9 @@ KAFKA_3_9 = "3.9.2"
 MIRROR_MAKER_2 = "connect-mirror-4.3.1"
 
 READY_TIMEOUT_S = 60.0
+#: A node restarted into a running cluster recovers its logs (all of them after a SIGKILL) and
+#: catches up the metadata log before it registers, while the rest of the test keeps the machine busy.
+RESTART_TIMEOUT_S = 150.0
 STOP_TIMEOUT_S = 15.0
 #: A node of a one-node cluster, and of a larger one: two 3-node clusters, mirrors and a producer
 #: share a 2-core machine.
@@ -114,6 +117,19 @@ class KafkaNode:
         if self.running:
             self.process.kill()
             self.process.wait()
+
+    def last_words(self, lines: int = 12) -> str:
+        """Why the node is not up, for a failure message that outlives the test's folder: its exit
+        code if it ended, and the last lines of its log."""
+        state = ("running" if self.running else
+                 f"exited with {self.process.returncode}" if self.process else "not started")
+        tail = []
+        for path in (self.log_path, self.work / "stdout.log"):
+            if path.exists():
+                tail = path.read_text(errors="replace").splitlines()[-lines:]
+                if tail:
+                    break
+        return f"node {self.node_id} {state} ({self.log_path}):\n    " + "\n    ".join(tail)
 
 
 def _cluster_id() -> str:
@@ -306,9 +322,11 @@ class KafkaCluster:
         for node in nodes:
             if not node.running:
                 self._spawn_node(node)
-        if not self._wait_ready(nodes):
-            raise RuntimeError(f"Apache Kafka {self.name} nodes {list(node_ids)} did not come back; see "
-                               + ", ".join(str(node.log_path) for node in nodes))
+        started = time.monotonic()
+        if not self._wait_ready(nodes, RESTART_TIMEOUT_S):
+            raise RuntimeError(f"Apache Kafka {self.name} nodes {list(node_ids)} did not come back within "
+                               f"{RESTART_TIMEOUT_S:.0f} s: " + "; ".join(node.last_words() for node in nodes))
+        log.info("Apache Kafka %s nodes %s back after %.1f s", self.name, list(node_ids), time.monotonic() - started)
 
     # -- what the cluster says about itself ---------------------------------------------
 
@@ -574,8 +592,8 @@ class KafkaCluster:
                                             stderr=subprocess.STDOUT, preexec_fn=die_with_parent(),
                                             start_new_session=True)
 
-    def _wait_ready(self, nodes: List[KafkaNode]) -> bool:
-        deadline = time.monotonic() + READY_TIMEOUT_S
+    def _wait_ready(self, nodes: List[KafkaNode], timeout_s: float = READY_TIMEOUT_S) -> bool:
+        deadline = time.monotonic() + timeout_s
         return all(self._node_ready(node, deadline) for node in nodes)
 
     def _node_ready(self, node: KafkaNode, deadline: float) -> bool:
