@@ -178,5 +178,8 @@ def committed_in_group(consumer, retrying) -> Callable[[List[TopicPartition]], D
     def committed(tps: List[TopicPartition]) -> Dict[TopicPartition, int]:
         answer = retrying()(consumer.committed, [KafkaTopicPartition(tp.topic, tp.partition) for tp in tps],
                             timeout=COMMITTED_TIMEOUT_S)
+        failed = [tp.error for tp in answer if tp.error is not None]
+        if failed:  # an offset not read is not "no offset": auto.offset.reset must not place it
+            raise KafkaException(failed[0])
         return {TopicPartition(tp.topic, tp.partition): tp.offset for tp in answer if tp.offset >= 0}
     return committed

@@ -55,6 +55,10 @@ class Checkpoint:
         #: Each owned partition's last committed offset (or its start): where a rewind goes.
         self.committed: Dict[TopicPartition, int] = {}
         self._committed_at: Dict[TopicPartition, float] = {}
+        #: How often each partition was discarded (revoked or lost): a commit whose flush served a
+        #: rebalance commits no offset taken before it, even of a partition assigned back since
+        #: (its records not acknowledged then were dropped with it).
+        self._discards: Dict[TopicPartition, int] = {}
 
     def due(self) -> bool:
         return self._clock() - self._last_commit > self._interval_s
@@ -71,6 +75,7 @@ class Checkpoint:
 
     def discard(self, partitions: Iterable[TopicPartition]) -> None:
         for tp in partitions:
+            self._discards[tp] = self._discards.get(tp, 0) + 1
             self.pending.pop(tp, None)
             self.committed.pop(tp, None)
             self._committed_at.pop(tp, None)
@@ -95,10 +100,13 @@ class Checkpoint:
         if not offsets and not self._stale(now) and not self._sink.needs_commit():
             return True  # nothing of this stream's is waiting: no flush, which would wait for others'
         deadline = self._state.deadline if deadline is None else deadline
+        discards = {tp: self._discards.get(tp, 0) for tp in offsets}
         if not self._sink.flush(deadline):
             return False
-        # The flush served the group while it waited: a partition revoked meanwhile is not ours.
-        offsets = {tp: off for tp, off in offsets.items() if self._owned(tp)}
+        # The flush served the group while it waited: a partition revoked meanwhile is not ours,
+        # and one assigned back since starts again from the group's offset.
+        offsets = {tp: off for tp, off in offsets.items()
+                   if self._owned(tp) and self._discards.get(tp, 0) == discards[tp]}
         offsets.update({tp: self.committed[tp] for tp in self._stale(now) if tp not in offsets})
         committed = self._committer.commit(offsets, deadline)
         for tp, offset in committed.items():

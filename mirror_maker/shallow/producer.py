@@ -41,6 +41,9 @@ MAX_IN_FLIGHT = 5
 CONNECTIONS_PER_BROKER = 2
 _SEQUENCE_WRAP = 2 ** 31
 INIT_TIMEOUT_S = 60.0
+#: A renewal mid-run asks once per pump, this long at most: the pump runs within a flush's
+#: deadline (a revoke's is a share of max.poll.interval.ms), and asks again at the next step.
+RENEW_ASK_MS = 5000
 ANSWER_MARGIN_MS = 5000
 #: Produce errors after which the same batch may go again (Kafka's retriable ones).
 RETRIABLE = frozenset({
@@ -136,6 +139,7 @@ class RawProducer:
         #: Our sequences may no longer match the broker's (a partition dropped with batches in
         #: doubt, an unknown producer id): a new producer id, once nothing is in flight.
         self._renew = False
+        self._renewing = False
         self.acked_records = 0
         self.queued_bytes = 0
         #: Batches not acknowledged yet (``pending``, kept as a count: read at every hand-over).
@@ -143,9 +147,11 @@ class RawProducer:
 
     # -- set-up ------------------------------------------------------------------------
 
-    def init_producer_id(self, deadline: Optional[float] = None) -> bool:
+    def init_producer_id(self, deadline: Optional[float] = None, once: bool = False) -> bool:
         """Our own producer id from the target; retried while its coordinator is loading.
-        False when a stop came first (a stop is no failure, even before the id)."""
+        False when a stop came first (a stop is no failure, even before the id). ``once``: a
+        renewal mid-run, one bounded attempt that serves the source group while it waits (the
+        target may be away for as long as an outage lasts; the next pump asks again)."""
         from kafka.protocol.producer import InitProducerIdRequest
 
         deadline = deadline or time.monotonic() + INIT_TIMEOUT_S
@@ -155,7 +161,8 @@ class RawProducer:
                                             producer_id=-1, producer_epoch=-1, max_version=4)
             error = None
             try:
-                response = self._cluster.ask(node, request, self._timeout_ms)
+                response = (self._cluster.ask(node, request, RENEW_ASK_MS, waiting.serve) if once
+                            else self._cluster.ask(node, request, self._timeout_ms))
                 if response is None:
                     return False
                 if response.error_code == 0:
@@ -169,6 +176,9 @@ class RawProducer:
                 raise
             except Exception as exc:  # not connected yet, a timeout
                 error = str(exc)
+            if once:
+                log.debug("no new producer id from the target yet: %s", error)
+                return False
             if self._state.wait(0.2):  # a stop ends the retries at once
                 return False
             if time.monotonic() >= deadline:
@@ -260,8 +270,14 @@ class RawProducer:
     def _renewed(self) -> bool:
         """A new producer id, and every batch not acknowledged gets a new sequence from 0 (what
         the old id had appended of them may be written again: duplicates, never a loss)."""
-        if any(self._node_in_flight.values()) or not self.init_producer_id(self._state.deadline):
+        if any(self._node_in_flight.values()) or self._renewing:
             return False
+        self._renewing = True  # its wait serves the group: a revoke's flush pumps meanwhile
+        try:
+            if not self.init_producer_id(self._state.deadline, once=True):
+                return False
+        finally:
+            self._renewing = False
         for log_ in self._logs.values():
             log_.next_sequence, log_.rewind, log_.careful = 0, False, True
             for entry in log_.entries:

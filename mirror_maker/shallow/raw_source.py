@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import bisect
 import time
+from collections import Counter
 from typing import Dict, List, Optional, Tuple
 
 from confluent_kafka import KafkaError, KafkaException
@@ -112,6 +113,9 @@ class RawSource:
         #: The partition the record path reads, and whether a wait for the target paused it.
         self._reading: Optional[TopicPartition] = None
         self._reading_paused = False
+        #: How often each partition was forgotten (revoked or lost): a wait for the target serves
+        #: the group, and a range begun before must not move a partition assigned back since.
+        self._forgotten: Counter = Counter()
 
     # -- the loop's round ------------------------------------------------------------------
 
@@ -163,6 +167,8 @@ class RawSource:
                     break  # the fetcher starts again after the range the record path took
                 if item.batch is not None and not self._records_acknowledged(tp):
                     break  # the record path's records go first
+                if self._fetcher.work.get(tp) is not queue or not queue or queue[0] is not item:
+                    break  # that wait served a revoke: the partition's queue is gone
                 queue.popleft()
                 self._fetcher.taken(item)
                 if item.batch is not None:
@@ -222,22 +228,25 @@ class RawSource:
         consumer, started, handed = self._consumer, False, 0
         ahead: List = []  # messages the consumer returned past a range: the next range's
         slice_end = time.monotonic() + RECORD_PATH_SLICE_S
+        owned = self._owner(tp)
         try:
             while item is not None:
                 routes = self._routes(item)
                 targets = sorted({(target, tp.partition) for _last, target in routes if target is not None})
                 if not self._raw.flush(time.monotonic() + RECORD_PATH_TIMEOUT_S, partitions=targets):
                     return handed  # stopping, failed or the target away: the next round tries again
+                if not owned():
+                    return handed  # the wait served a revoke: the partition starts again elsewhere
                 if not started:
                     started = True
                     self._start_reading(tp, item.read_from)
                     self._reading = tp
                 done, count, ahead, after = self._read_range(tp, item, routes,
-                                                             time.monotonic() + RECORD_PATH_TIMEOUT_S, ahead)
+                                                             time.monotonic() + RECORD_PATH_TIMEOUT_S, ahead, owned)
                 handed += count
-                if done is None:
-                    return handed  # reset: the stream moved the raw fetcher on already
-                if not done or tp not in self._stream.assigned:
+                if done is None or not owned():
+                    return handed  # reset (the stream moved the raw fetcher on already), or revoked
+                if not done:
                     self._unfinished(tp, item, after)
                     return handed
                 self._range_done(tp, item)
@@ -248,12 +257,19 @@ class RawSource:
             self._reading, self._reading_paused = None, False
         return handed
 
+    def _owner(self, tp: TopicPartition):
+        """Whether the stream still owns ``tp`` as it does now: not revoked or lost since, even if
+        assigned back (its start is then the group's offset again, and what the record path
+        handed over before belongs to no pending offset)."""
+        forgotten, stream = self._forgotten[tp], self._stream
+        return lambda: tp in stream.assigned and self._forgotten[tp] == forgotten
+
     def _unfinished(self, tp: TopicPartition, item: Work, after: int) -> None:
-        """A range the record path did not finish (its timeout, a stop, a failure, a revoke): what
-        it handed to the record producer stays done (committed after a flush, as every record
-        path record), and the rest of the range is fetched again later; a long range on a slow
-        target then moves on at every attempt instead of starting over."""
-        if tp not in self._stream.assigned or self._state.failed:
+        """A range the record path did not finish (its timeout, a stop, a failure): what it
+        handed to the record producer stays done (committed after a flush, as every record path
+        record), and the rest of the range is fetched again later; a long range on a slow target
+        then moves on at every attempt instead of starting over."""
+        if self._state.failed:
             return  # (after a failure nothing more is committed anyway)
         if after > item.first:
             self._stream.advance(tp, after)
@@ -317,13 +333,14 @@ class RawSource:
         return None
 
     def _read_range(self, tp: TopicPartition, item: Work, routes: List[Tuple[int, Optional[str]]],
-                    deadline: float, ahead: List) -> Tuple[Optional[bool], int, List, int]:
+                    deadline: float, ahead: List, owned) -> Tuple[Optional[bool], int, List, int]:
         """Hand the range's records to the copier as the consumer returns them, ``ahead`` first,
-        each to its batch's target (``routes``): whether the range is done (None: its records are
-        gone, and the stream reset the partition), the records handed over, the messages
-        returned past the range, and the offset after the last record handed over (``item.first``
-        when none was). Records before ``item.first`` (a start inside a batch) are counted, not
-        mirrored."""
+        each to its batch's target (``routes``), while the stream ``owned`` the partition: whether
+        the range is done (None: its records are gone, and the stream reset the partition), the
+        records handed over, the messages returned past the range, and the offset after the last
+        record handed over (``item.first`` when none was). Records before ``item.first`` (a start
+        inside a batch) are counted, not mirrored; a record returned again is counted once (a
+        range done by its count must have seen that many records)."""
         consumer, state, stream = self._consumer, self._state, self._stream
         lasts = [last for last, _target in routes]
         targets = [target for _last, target in routes]
@@ -332,11 +349,11 @@ class RawSource:
             return targets[min(bisect.bisect_left(lasts, offset), len(targets) - 1)]
 
         seen = handed = 0
-        after = item.first
+        after, floor = item.first, item.read_from
         #: A backlog's offsets follow each other (``fetcher._backlog_ranges``): the offset its next
         #: record must have; a record past it means the consumer skipped some, never "done".
         expect = item.first if item.reason == SMALL_BATCHES else None
-        while tp in stream.assigned and not state.stopping and time.monotonic() < deadline:
+        while owned() and not state.stopping and time.monotonic() < deadline:
             if self._reading_paused:  # a wait for the target paused it: on from where it was
                 self._reading_paused = False
                 consumer.resume([KafkaTopicPartition(tp.topic, tp.partition)])
@@ -351,18 +368,16 @@ class RawSource:
                         continue  # another partition's is stale, as in _serve_group: the raw fetcher has its own
                     stream.consume_error(msg)
                     continue
-                if msg.partition() != tp.partition or msg.topic() != tp.topic or msg.offset() < item.read_from:
-                    continue
-                if expect is not None and msg.offset() != expect:
-                    if msg.offset() < expect:
-                        continue  # returned again: handed over already
-                    if expect <= item.last:
-                        gap = True
-                        break
+                if msg.partition() != tp.partition or msg.topic() != tp.topic or msg.offset() < floor:
+                    continue  # another partition's, or before the range, or returned again
+                if expect is not None and msg.offset() != expect and expect <= item.last:
+                    gap = True
+                    break
                 if msg.offset() > item.last:
                     past = messages[index:]  # what follows is the raw path's, from the batch after the range
                     break
                 seen += 1
+                floor = msg.offset() + 1
                 if msg.offset() >= item.first:
                     mine.append(msg)
                     if expect is not None:
@@ -438,6 +453,7 @@ class RawSource:
 
     def forget(self, tps: List[TopicPartition]) -> None:
         for tp in tps:
+            self._forgotten[tp] += 1
             self._unresolved.discard(tp)
             self._fetcher.forget(tp)
             self._raw.drop_source(tp)

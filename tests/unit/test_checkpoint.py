@@ -168,6 +168,23 @@ def test_only_partitions_the_thread_still_owns_are_committed():
     assert events == ["flush", ("commit", [("t", 0, 10)])]
 
 
+def test_a_partition_revoked_and_assigned_back_during_the_flush_is_not_committed_from_before():
+    """Raw mode drops a revoked partition's unacknowledged batches: the flush then returns without
+    them, and the offset taken before it would pass records the target never had."""
+    events = []
+    cp, _ = checkpoint(events)
+
+    class RebalancingSink(FakeProducer):
+        def flush(self, deadline=None):
+            cp.discard([TP0])  # revoked (or lost) while the flush served the group ...
+            cp.pending[TP0] = 3  # ... assigned back, and a record handed over since
+            return super().flush(deadline)
+
+    cp._sink = RebalancingSink(events)
+    assert cp.commit() is True
+    assert events == ["flush", ("commit", [("t", 1, 20)])] and cp.pending == {TP0: 3}
+
+
 def test_commit_retries_end_at_the_deadline():
     events = []
     cp, consumer = checkpoint(events, errors=[KafkaError.REQUEST_TIMED_OUT] * 10)

@@ -163,6 +163,23 @@ class ResumableCommit(TxnProducer):
                                                                   "already in progress", retriable=True))
 
 
+def test_a_committed_offset_the_group_could_not_read_is_never_taken_for_no_offset(caplog):
+    """librdkafka's committed() answers a partition it could not read (UNSTABLE_OFFSET_COMMIT
+    while a transactional commit is pending, a refused topic) with an error and offset -1001,
+    which read as "no offset" put the partition at the end under auto.offset.reset=latest."""
+    from types import SimpleNamespace
+
+    from mirror_maker.clients.retry import commit_retrying
+    from mirror_maker.engine.positions import committed_in_group
+
+    unstable = SimpleNamespace(topic="t", partition=0, offset=-1001, error=KafkaError(KafkaError.UNSTABLE_OFFSET_COMMIT))
+    consumer = SimpleNamespace(committed=lambda tps, timeout: [unstable])
+    starts = StartPositions(ResetPolicy("latest"), committed_in_group(consumer, commit_retrying), lambda tp: (0, 100),
+                            False, True)
+    assert starts.resolve([TopicPartition("t", 0)]) == ({}, set())  # read again at the first fetch
+    assert "Cannot read committed offsets" in caplog.text
+
+
 def test_a_commit_that_timed_out_is_resumed_not_aborted():
     """The target was slow (an outage's end): the commit goes on in the background. Aborting it
     is refused, so the producer was thrown away as unusable, while the commit went through."""

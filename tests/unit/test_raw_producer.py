@@ -68,7 +68,8 @@ def renewing(raw, producer_id=8):
     """The target gives the next InitProducerId ``producer_id``; returns the ids given."""
     renewed = []
 
-    def init_producer_id(deadline=None):
+    def init_producer_id(deadline=None, once=False):
+        assert once  # a renewal asks once per pump, serving the group meanwhile
         raw.producer_id = producer_id
         renewed.append(producer_id)
         return True
@@ -242,3 +243,35 @@ def test_kafka_python_is_not_imported_with_the_mirror():
     code = ("import sys, mirror_maker.cli.command, mirror_maker.engine.runner, mirror_maker.engine.modes, mirror_maker.shallow.raw_source; "
             "print(sorted(m for m in sys.modules if m == 'kafka' or m.startswith('kafka.')))")
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout == "[]\n"
+
+
+def test_a_renewal_while_the_target_is_away_asks_once_per_pump_and_serves_the_group_meanwhile():
+    """A producer id renewed after a revoke or an unknown producer id, with the target away: each
+    pump asks once, bounded, keeping the stream in its group; it never fails the run nor blocks
+    the flush it runs in past its deadline, and a pump the group's callbacks run meanwhile does
+    not ask again."""
+    from kafka.errors import KafkaTimeoutError
+
+    from mirror_maker.clients import waiting
+    from mirror_maker.shallow.producer import RENEW_ASK_MS
+
+    raw, target, _state, _metrics = producer()
+    asks, served = [], []
+
+    def ask(node, request, timeout_ms, meanwhile=None):
+        asks.append(timeout_ms)
+        meanwhile()
+        raise KafkaTimeoutError("no answer")
+
+    raw._cluster = SimpleNamespace(client=SimpleNamespace(least_loaded_node=lambda bootstrap_fallback: 1), ask=ask,
+                                   bootstrap="target:9092")
+    waiting.register(lambda: (served.append(1), raw.pump()))  # e.g. a revoke's flush
+    raw._renew = True
+    queue(raw, 3)
+    try:
+        raw.pump()
+        raw.pump()
+    finally:
+        waiting.register(None)
+    assert asks == [RENEW_ASK_MS, RENEW_ASK_MS] and served == [1, 1]
+    assert target.requests == [] and raw._renew and raw.pending() == 1

@@ -279,6 +279,56 @@ def test_a_partition_revoked_during_its_range_is_left_to_its_next_owner():
     assert worker._consumer.calls[-1] == ("pause", [0])
 
 
+def test_a_partition_revoked_and_assigned_back_during_its_range_starts_again_from_the_group_s_offset():
+    """A wait for the target serves the group: the range read before belongs to no pending offset
+    now, and moving the partition to its end would skip what its new start has not mirrored."""
+    worker, source, producer = stream([0, 3, 8, 10])
+    worker._fetcher.fetch(0)
+    source.answer(0, batch(0, 3, last_delta=9) + batch(10, 1), high=11)
+    calls = []
+
+    def revoked_and_assigned_back():
+        if not calls:
+            calls.append("rebalance")
+            worker.forget([TP])
+            worker._stream.checkpoint.discard([TP])
+            worker._fetcher.assign(TP, 0)  # the group's offset
+
+    worker._consumer.during_consume = revoked_and_assigned_back
+    worker._hand_over()
+    assert TP not in worker._stream.checkpoint.pending and worker._fetcher.positions[TP] == 0
+    assert not worker._fetcher.work[TP]
+
+
+def test_a_record_returned_again_is_counted_once_so_a_range_is_never_done_by_its_count_too_early():
+    worker, source, producer = stream([0, 3, 8, 10])
+    answers = [[0, 3], [0], [3, 8, 10]]  # 0 and 3 again, as after a seek back
+    worker._consumer.consume = lambda num, timeout: [Msg("src", 0, o, b"v%d" % o) for o in
+                                                     (answers.pop(0) if answers else [])]
+    worker._fetcher.fetch(0)
+    source.answer(0, batch(0, 3, last_delta=9) + batch(10, 1), high=11)  # 0..9 holding 0, 3 and 8
+    worker._hand_over()
+    assert [value for _t, value, *_rest in producer.sent] == [b"v0", b"v3", b"v8"]
+    assert worker._stream.checkpoint.pending[TP] == 10
+
+
+def test_a_revoke_served_while_a_batch_waits_for_the_record_path_s_records_forwards_nothing():
+    worker, source, producer = stream([0])
+    worker._fetcher.fetch(0)
+    source.answer(0, batch(0, 1), high=1)
+    worker._records_in_flight.add(TP)
+    sent_raw = []
+    worker._forward = lambda tp, item: sent_raw.append(item.first)
+
+    def flush_serving_a_revoke(deadline=None):
+        worker._stream.assigned.discard(TP)
+        worker.forget([TP])
+        return True
+
+    worker._records.flush = flush_serving_a_revoke
+    assert worker._hand_over() == 0 and sent_raw == []
+
+
 class RoutingHandler(RawBatchHandler):
     """Drops the batch at offset 3, sends the one at 8 to "moved", the rest where they were."""
 
