@@ -89,6 +89,8 @@ class StartPositions:
         offset (resolved at its first fetch)."""
         try:
             committed = self._committed(tps)
+            missing = [tp for tp in tps if tp not in committed]
+            grown = self._grown(missing)
         except KafkaException as exc:
             if not self._deferrable:
                 raise ClientFailed(f"cannot read the committed offsets of {_describe(tps)}: "
@@ -101,8 +103,6 @@ class StartPositions:
                 positions[tp] = committed[tp]
                 log.info("Setting offset for partition %s-%d to the committed offset %d", tp.topic, tp.partition,
                          committed[tp])
-        missing = [tp for tp in tps if tp not in committed]
-        grown = self._grown(missing)
         refused = [tp for tp in missing if tp not in grown and self.policy.refuses]
         if refused:
             raise NoOffsetForPartition(
@@ -139,11 +139,7 @@ class StartPositions:
         earlier = {TopicPartition(tp.topic, p) for tp in missing for p in range(tp.partition)} - set(missing)
         if not earlier:
             return set()
-        try:
-            mirrored = {tp.topic for tp in self._committed(sorted(earlier))}
-        except KafkaException as exc:
-            log.warning("Cannot read committed offsets (%s)", exc.args[0].str())
-            return set()
+        mirrored = {tp.topic for tp in self._committed(sorted(earlier))}  # unread: none is placed yet
         return {tp for tp in missing if tp.topic in mirrored}
 
     def reset(self, tp: TopicPartition, position: int) -> int:

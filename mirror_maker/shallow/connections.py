@@ -177,22 +177,20 @@ class Cluster:
         if future is not None:
             self._wait(future, timeout_ms)
 
-    def ask(self, node: int, request, timeout_ms: int, meanwhile: Optional[Callable[[], None]] = None):
+    def ask(self, node: int, request, timeout_ms: int):
         """One request and its answer: None when a stop came first; a ``KafkaTimeoutError`` or
-        the request's failure when it failed. ``meanwhile``: called at every step of the wait."""
+        the request's failure when it failed."""
         from kafka.errors import KafkaTimeoutError
 
         deadline = time.monotonic() + timeout_ms / 1000
         while not self.ready(node):  # ready() starts the connection
-            if meanwhile is not None:
-                meanwhile()
             if self._stopping():
                 return None
             if time.monotonic() >= deadline:
                 raise KafkaTimeoutError(f"node {node} not ready after {timeout_ms} ms")
             self._net.poll(timeout_ms=WAIT_STEP_MS)
         future = self.send(node, request)
-        if not self._wait(future, max(0.0, deadline - time.monotonic()) * 1000, meanwhile):
+        if not self._wait(future, max(0.0, deadline - time.monotonic()) * 1000):
             if self._stopping():
                 return None
             raise KafkaTimeoutError(f"no answer from node {node} in {timeout_ms} ms")
@@ -206,6 +204,8 @@ class Cluster:
         while not future.is_done:
             if meanwhile is not None:
                 meanwhile()
+                if future.is_done:  # answered while ``meanwhile`` polled
+                    break
             left_ms = (deadline - time.monotonic()) * 1000
             if left_ms <= 0 or self._stopping():
                 return False

@@ -41,9 +41,6 @@ MAX_IN_FLIGHT = 5
 CONNECTIONS_PER_BROKER = 2
 _SEQUENCE_WRAP = 2 ** 31
 INIT_TIMEOUT_S = 60.0
-#: A renewal mid-run asks once per pump, this long at most: the pump runs within a flush's
-#: deadline (a revoke's is a share of max.poll.interval.ms), and asks again at the next step.
-RENEW_ASK_MS = 5000
 ANSWER_MARGIN_MS = 5000
 #: Produce errors after which the same batch may go again (Kafka's retriable ones).
 RETRIABLE = frozenset({
@@ -139,7 +136,8 @@ class RawProducer:
         #: Our sequences may no longer match the broker's (a partition dropped with batches in
         #: doubt, an unknown producer id): a new producer id, once nothing is in flight.
         self._renew = False
-        self._renewing = False
+        #: The renewal's InitProducerId request, while it waits for its answer.
+        self._renewal = None
         self.acked_records = 0
         self.queued_bytes = 0
         #: Batches not acknowledged yet (``pending``, kept as a count: read at every hand-over).
@@ -147,43 +145,39 @@ class RawProducer:
 
     # -- set-up ------------------------------------------------------------------------
 
-    def init_producer_id(self, deadline: Optional[float] = None, once: bool = False) -> bool:
+    def init_producer_id(self, deadline: Optional[float] = None) -> bool:
         """Our own producer id from the target; retried while its coordinator is loading.
-        False when a stop came first (a stop is no failure, even before the id). ``once``: a
-        renewal mid-run, one bounded attempt that serves the source group while it waits (the
-        target may be away for as long as an outage lasts; the next pump asks again)."""
-        from kafka.protocol.producer import InitProducerIdRequest
-
+        False when a stop came first (a stop is no failure, even before the id)."""
         deadline = deadline or time.monotonic() + INIT_TIMEOUT_S
         while True:
             node = self._cluster.client.least_loaded_node(bootstrap_fallback=True)
-            request = InitProducerIdRequest(transactional_id=None, transaction_timeout_ms=60000,
-                                            producer_id=-1, producer_epoch=-1, max_version=4)
             error = None
             try:
-                response = (self._cluster.ask(node, request, RENEW_ASK_MS, waiting.serve) if once
-                            else self._cluster.ask(node, request, self._timeout_ms))
+                response = self._cluster.ask(node, _init_producer_id_request(), self._timeout_ms)
                 if response is None:
                     return False
-                if response.error_code == 0:
-                    self.producer_id, self.producer_epoch = response.producer_id, response.producer_epoch
-                    log.info("Raw producer id %d, epoch %d on the target", self.producer_id, self.producer_epoch)
+                if self._took_producer_id(response):
                     return True
                 error = f"error {response.error_code}"
-                if response.error_code == 31:
-                    raise self._fatal(31, "an idempotent producer id")
             except ClientFailed:
                 raise
             except Exception as exc:  # not connected yet, a timeout
                 error = str(exc)
-            if once:
-                log.debug("no new producer id from the target yet: %s", error)
-                return False
             if self._state.wait(0.2):  # a stop ends the retries at once
                 return False
             if time.monotonic() >= deadline:
                 raise ClientFailed(f"the target cluster ({self._cluster.bootstrap}) gave the raw producer "
                                    f"no producer id: {error}")
+
+    def _took_producer_id(self, response) -> bool:
+        """Whether an InitProducerId answer gave us an id (taken); raises if it never will."""
+        if response.error_code == 0:
+            self.producer_id, self.producer_epoch = response.producer_id, response.producer_epoch
+            log.info("Raw producer id %d, epoch %d on the target", self.producer_id, self.producer_epoch)
+            return True
+        if response.error_code == 31:
+            raise self._fatal(31, "an idempotent producer id")
+        return False
 
     # -- sending -----------------------------------------------------------------------
 
@@ -269,15 +263,30 @@ class RawProducer:
 
     def _renewed(self) -> bool:
         """A new producer id, and every batch not acknowledged gets a new sequence from 0 (what
-        the old id had appended of them may be written again: duplicates, never a loss)."""
-        if any(self._node_in_flight.values()) or self._renewing:
+        the old id had appended of them may be written again: duplicates, never a loss). The
+        request is not waited for: each pump (every round of the loop, every step of a flush)
+        looks at its answer, so the group is served and a flush keeps its deadline however long
+        the target takes; a failed request is sent again."""
+        if any(self._node_in_flight.values()):
             return False
-        self._renewing = True  # its wait serves the group: a revoke's flush pumps meanwhile
-        try:
-            if not self.init_producer_id(self._state.deadline, once=True):
+        if self._renewal is None:
+            node = self._cluster.client.least_loaded_node(bootstrap_fallback=True)
+            if node is None or not self._cluster.ready(node):  # ready() starts the connection
                 return False
-        finally:
-            self._renewing = False
+            self._renewal = self._cluster.send(node, _init_producer_id_request())
+        if not self._renewal.is_done:
+            return False
+        renewal, self._renewal = self._renewal, None
+        if renewal.failed():
+            log.debug("no new producer id from the target yet: %s", renewal.exception)
+            return False
+        try:
+            if not self._took_producer_id(renewal.value):
+                log.debug("no new producer id from the target yet: error %d", renewal.value.error_code)
+                return False
+        except ClientFailed as fatal:
+            self._state.fail(fatal)
+            return False
         for log_ in self._logs.values():
             log_.next_sequence, log_.rewind, log_.careful = 0, False, True
             for entry in log_.entries:
@@ -438,3 +447,10 @@ class RawProducer:
             self._net.poll(timeout_ms=step)
             waiting.serve()
         return not self._state.failed
+
+
+def _init_producer_id_request():
+    from kafka.protocol.producer import InitProducerIdRequest
+
+    return InitProducerIdRequest(transactional_id=None, transaction_timeout_ms=60000, producer_id=-1,
+                                 producer_epoch=-1, max_version=4)

@@ -2,6 +2,7 @@
 against a scripted target (the requests it gets, the answers we give it). Kafka itself checks
 them in tests/integration/test_raw_mode.py; here every path is taken on purpose."""
 
+import time
 from types import SimpleNamespace
 
 import pytest
@@ -64,16 +65,45 @@ def producer(abort=True):
     return raw, target, state, metrics
 
 
+class IdTarget:
+    """The target as the renewal sees it (its InitProducerId requests): each answer is the
+    next of ``answers`` (a producer id, or an exception: a failed request), at once unless
+    ``held``."""
+
+    def __init__(self, *answers, held=False):
+        self.answers, self.held, self.futures = list(answers), held, []
+        self.client = SimpleNamespace(least_loaded_node=lambda bootstrap_fallback: 1)
+        self.bootstrap = "target:9092"
+
+    def ready(self, node):
+        return True
+
+    def send(self, node, request):
+        future = Future()
+        self.futures.append(future)
+        if not self.held:
+            self.answer()
+        return future
+
+    def answer(self):
+        future, answer = next(f for f in self.futures if not f.is_done), self.answers.pop(0)
+        if isinstance(answer, Exception):
+            future.failure(answer)
+        else:
+            future.success(SimpleNamespace(error_code=0, producer_id=answer, producer_epoch=0))
+
+
 def renewing(raw, producer_id=8):
     """The target gives the next InitProducerId ``producer_id``; returns the ids given."""
     renewed = []
+    ids = IdTarget(producer_id)
+    raw._cluster = ids
+    original = ids.send
 
-    def init_producer_id(deadline=None, once=False):
-        assert once  # a renewal asks once per pump, serving the group meanwhile
-        raw.producer_id = producer_id
+    def send(node, request):
         renewed.append(producer_id)
-        return True
-    raw.init_producer_id = init_producer_id
+        return original(node, request)
+    ids.send = send
     return renewed
 
 
@@ -245,33 +275,24 @@ def test_kafka_python_is_not_imported_with_the_mirror():
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout == "[]\n"
 
 
-def test_a_renewal_while_the_target_is_away_asks_once_per_pump_and_serves_the_group_meanwhile():
-    """A producer id renewed after a revoke or an unknown producer id, with the target away: each
-    pump asks once, bounded, keeping the stream in its group; it never fails the run nor blocks
-    the flush it runs in past its deadline, and a pump the group's callbacks run meanwhile does
-    not ask again."""
-    from kafka.errors import KafkaTimeoutError
-
-    from mirror_maker.clients import waiting
-    from mirror_maker.shallow.producer import RENEW_ASK_MS
+def test_a_renewal_waits_for_its_answer_without_blocking_and_asks_again_after_a_failure():
+    """A producer id renewed after a revoke or an unknown producer id, with the target slow or
+    away: no pump waits for the answer (the loop serves the group, a flush keeps its deadline),
+    none asks twice at once, a failed request is sent again, and nothing goes until the new id."""
+    from kafka.errors import KafkaConnectionError
 
     raw, target, _state, _metrics = producer()
-    asks, served = [], []
-
-    def ask(node, request, timeout_ms, meanwhile=None):
-        asks.append(timeout_ms)
-        meanwhile()
-        raise KafkaTimeoutError("no answer")
-
-    raw._cluster = SimpleNamespace(client=SimpleNamespace(least_loaded_node=lambda bootstrap_fallback: 1), ask=ask,
-                                   bootstrap="target:9092")
-    waiting.register(lambda: (served.append(1), raw.pump()))  # e.g. a revoke's flush
+    ids = raw._cluster = IdTarget(KafkaConnectionError("target away"), 9, held=True)
     raw._renew = True
     queue(raw, 3)
-    try:
-        raw.pump()
-        raw.pump()
-    finally:
-        waiting.register(None)
-    assert asks == [RENEW_ASK_MS, RENEW_ASK_MS] and served == [1, 1]
-    assert target.requests == [] and raw._renew and raw.pending() == 1
+    raw.pump()
+    raw.pump()
+    assert len(ids.futures) == 1 and target.requests == []  # asked once, not waited for
+    ids.answer()  # the request failed
+    raw.pump()
+    raw.pump()
+    assert len(ids.futures) == 2 and target.requests == [] and raw._renew  # asked again
+    assert raw.flush(time.monotonic() + 0.05) is False  # a flush keeps its deadline meanwhile
+    ids.answer()
+    raw.pump()
+    assert not raw._renew and raw.producer_id == 9 and target.carried(0) == [(0, 0, 3)]

@@ -300,6 +300,22 @@ def test_a_partition_revoked_and_assigned_back_during_its_range_starts_again_fro
     assert not worker._fetcher.work[TP]
 
 
+def test_a_partition_revoked_while_its_range_waits_for_the_raw_batches_before_it_is_not_read():
+    worker, source, producer = stream([0, 3, 8])
+    worker._fetcher.fetch(0)
+    source.answer(0, batch(0, 3, last_delta=9), high=10)
+
+    def flush_serving_a_revoke(deadline=None, partitions=None):
+        worker._stream.assigned.discard(TP)
+        worker.forget([TP])
+        return True
+
+    worker._raw.flush = flush_serving_a_revoke
+    worker._hand_over()
+    assert worker._consumer.calls == [] and producer.sent == []  # neither resumed nor seeked
+    assert TP not in worker._stream.checkpoint.pending
+
+
 def test_a_record_returned_again_is_counted_once_so_a_range_is_never_done_by_its_count_too_early():
     worker, source, producer = stream([0, 3, 8, 10])
     answers = [[0, 3], [0], [3, 8, 10]]  # 0 and 3 again, as after a seek back
