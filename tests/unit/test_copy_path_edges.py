@@ -172,7 +172,8 @@ def test_a_committed_offset_the_group_could_not_read_is_never_taken_for_no_offse
     from mirror_maker.clients.retry import commit_retrying
     from mirror_maker.engine.positions import committed_in_group
 
-    unstable = SimpleNamespace(topic="t", partition=0, offset=-1001, error=KafkaError(KafkaError.UNSTABLE_OFFSET_COMMIT))
+    unstable = SimpleNamespace(topic="t", partition=0, offset=-1001,
+                               error=KafkaError(KafkaError.UNSTABLE_OFFSET_COMMIT))
     consumer = SimpleNamespace(committed=lambda tps, timeout: [unstable])
     starts = StartPositions(ResetPolicy("latest"), committed_in_group(consumer, commit_retrying), lambda tp: (0, 100),
                             False, True)
