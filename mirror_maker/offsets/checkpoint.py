@@ -73,6 +73,11 @@ class Checkpoint:
             self.committed[tp] = offset
             self._committed_at[tp] = due
 
+    def discards(self, tp: TopicPartition) -> int:
+        """How often ``tp`` was discarded (revoked or lost): whoever took work of it before a wait
+        that serves the group compares this after it."""
+        return self._discards.get(tp, 0)
+
     def discard(self, partitions: Iterable[TopicPartition]) -> None:
         for tp in partitions:
             self._discards[tp] = self._discards.get(tp, 0) + 1
@@ -100,13 +105,13 @@ class Checkpoint:
         if not offsets and not self._stale(now) and not self._sink.needs_commit():
             return True  # nothing of this stream's is waiting: no flush, which would wait for others'
         deadline = self._state.deadline if deadline is None else deadline
-        discards = {tp: self._discards.get(tp, 0) for tp in offsets}
+        discards = {tp: self.discards(tp) for tp in offsets}
         if not self._sink.flush(deadline):
             return False
         # The flush served the group while it waited: a partition revoked meanwhile is not ours,
         # and one assigned back since starts again from the group's offset.
         offsets = {tp: off for tp, off in offsets.items()
-                   if self._owned(tp) and self._discards.get(tp, 0) == discards[tp]}
+                   if self._owned(tp) and self.discards(tp) == discards[tp]}
         offsets.update({tp: self.committed[tp] for tp in self._stale(now) if tp not in offsets})
         committed = self._committer.commit(offsets, deadline)
         for tp, offset in committed.items():

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import bisect
 import time
-from collections import Counter
 from typing import Dict, List, Optional, Tuple
 
 from confluent_kafka import KafkaError, KafkaException
@@ -113,9 +112,6 @@ class RawSource:
         #: The partition the record path reads, and whether a wait for the target paused it.
         self._reading: Optional[TopicPartition] = None
         self._reading_paused = False
-        #: How often each partition was forgotten (revoked or lost): a wait for the target serves
-        #: the group, and a range begun before must not move a partition assigned back since.
-        self._forgotten: Counter = Counter()
 
     # -- the loop's round ------------------------------------------------------------------
 
@@ -261,8 +257,9 @@ class RawSource:
         """Whether the stream still owns ``tp`` as it does now: not revoked or lost since, even if
         assigned back (its start is then the group's offset again, and what the record path
         handed over before belongs to no pending offset)."""
-        forgotten, stream = self._forgotten[tp], self._stream
-        return lambda: tp in stream.assigned and self._forgotten[tp] == forgotten
+        stream, checkpoint = self._stream, self._stream.checkpoint
+        discards = checkpoint.discards(tp)
+        return lambda: tp in stream.assigned and checkpoint.discards(tp) == discards
 
     def _unfinished(self, tp: TopicPartition, item: Work, after: int) -> None:
         """A range the record path did not finish (its timeout, a stop, a failure): what it
@@ -453,7 +450,6 @@ class RawSource:
 
     def forget(self, tps: List[TopicPartition]) -> None:
         for tp in tps:
-            self._forgotten[tp] += 1
             self._unresolved.discard(tp)
             self._fetcher.forget(tp)
             self._raw.drop_source(tp)

@@ -460,7 +460,8 @@ def test_every_acked_record_is_mirrored_in_order(failures, mode):
         for value in missing:
             partition, offset = failures.positions[value]
             where.setdefault(partition, []).append(offset)
-        spans = ", ".join(f"partition {p}: {len(o)} between offsets {min(o)} and {max(o)}" for p, o in sorted(where.items()))
+        spans = ", ".join(f"partition {p}: {len(o)} between offsets {min(o)} and {max(o)}"
+                          for p, o in sorted(where.items()))
         problems.append(f"{len(missing)} of {len(failures.acked)} acked records are not on {mirror.target_topic} "
                         f"({lost} of them below the committed offsets; {spans}), e.g. {missing[:3]}")
     allowed = 0 if mode.exactly_once else int(DUPLICATES_AT_MOST * len(failures.acked))
