@@ -33,6 +33,11 @@ log = logging.getLogger("mirror_maker.checkpoint")
 #: coordinator goes away (https://github.com/confluentinc/librdkafka/issues/5456, /5511), so the
 #: stream gives up sooner and starts a new producer.
 TRANSACTION_TIMEOUT_S = 15.0
+#: send_offsets_to_transaction's own bound: librdkafka answers in milliseconds, or in seconds while
+#: the group coordinator loads, but waits for ever once the coordinator it cached left the cluster's
+#: metadata, as each node of a rolling restart does
+#: (https://github.com/confluentinc/librdkafka/issues/5511): the stall a new producer ends is short.
+OFFSETS_TIMEOUT_S = 5.0
 #: A fence (init_transactions with another's id) waits this long for a coordinator that loads.
 FENCE_TIMEOUT_S = 60.0
 _CONSUMER_ONLY = ("acks", "enable.idempotence", "max.in.flight.requests.per.connection", "message.timeout.ms",
@@ -167,8 +172,9 @@ class TransactionalCommitter:
         timeout = TRANSACTION_TIMEOUT_S if deadline is None else max(0.5, deadline - time.monotonic())
         try:
             if request:
-                self._call("send_offsets_to_transaction", self._producer.send_offsets_to_transaction, timeout,
-                           request, self._target.group_metadata(), timeout)
+                offsets_timeout = min(timeout, OFFSETS_TIMEOUT_S)
+                self._call("send_offsets_to_transaction", self._producer.send_offsets_to_transaction,
+                           offsets_timeout, request, self._target.group_metadata(), offsets_timeout)
         except KafkaException as exc:
             self._failed(exc, "commit")
         self._commit_transaction(time.monotonic() + timeout)

@@ -284,6 +284,33 @@ def test_a_transactional_call_that_does_not_return_in_time_makes_the_producer_un
         released.set()
 
 
+def test_send_offsets_that_waits_on_a_coordinator_gone_from_the_cluster_is_given_up_soon(monkeypatch):
+    """librdkafka#5511: a node's controlled shutdown leaves the cached group coordinator
+    decommissioned and the call waiting for ever; the stream renews its producer after
+    OFFSETS_TIMEOUT_S, not after the whole transaction's timeout."""
+    import threading
+    import time
+
+    from mirror_maker.offsets import transactional
+    from mirror_maker.offsets.transactional import ProducerUnusable
+
+    monkeypatch.setattr(transactional, "CALL_GRACE_S", 0.1)
+    monkeypatch.setattr(transactional, "OFFSETS_TIMEOUT_S", 0.2)
+    released = threading.Event()
+    producer = TxnProducer()
+    timeouts = []
+    producer.send_offsets_to_transaction = lambda offsets, metadata, timeout: (timeouts.append(timeout),
+                                                                               released.wait(10))
+    committer = TransactionalCommitter(producer, Target(), Source(), "g.eos.0", Sink())
+    started = time.monotonic()
+    try:
+        with pytest.raises(ProducerUnusable, match="send_offsets_to_transaction did not return"):
+            committer.commit({T0: 7})
+    finally:
+        released.set()
+    assert timeouts == [0.2] and time.monotonic() - started < 2
+
+
 def test_an_unusable_producer_is_replaced_retrying_until_the_target_answers(monkeypatch):
 
     import mirror_maker.engine.exactly_once as eos
