@@ -46,7 +46,7 @@ from urllib.parse import urlsplit
 
 from mirror_maker.embedded import die_with_parent, free_ports
 
-from .maven_jars import classpath, java
+from .maven_jars import class_archive, classpath, java
 
 log = logging.getLogger(__name__)
 
@@ -189,6 +189,9 @@ class KafkaCluster:
             node_id: KafkaNode(node_id, self.work / f"node-{node_id}") for node_id in range(1, nodes + 1)}
         self.cluster_id = ""
         self._admin = None
+        #: The server JVMs' class-data sharing flags: an archive to use, or (the run that makes
+        #: it) where to write one; None until the first start decides.
+        self._class_sharing: Optional[List[str]] = None
 
     # -- addresses ---------------------------------------------------------------------
 
@@ -238,6 +241,27 @@ class KafkaCluster:
     def _prepare(self) -> None:
         self._choose_ports()
         self._format()
+
+    def _share_classes(self) -> None:
+        """Decide the JVMs' class-data sharing before the first start (``class_archive``)."""
+        if self._class_sharing is None:
+            archive = class_archive(pom_name(self.version), "kafka-node", self._train_class_archive)
+            self._class_sharing = [f"-XX:SharedArchiveFile={archive}"] if archive else []
+
+    def _train_class_archive(self, flags: List[str]) -> None:
+        """A one-node cluster of this version started and stopped (a controlled shutdown, so that
+        its JVM writes the archive at exit)."""
+        import tempfile
+
+        with tempfile.TemporaryDirectory(prefix="kafka-class-archive-") as work:
+            cluster = KafkaCluster("class-archive", work, version=self.version)
+            cluster._class_sharing = flags
+            with cluster:
+                pass
+
+    def _format_flags(self) -> List[str]:
+        """The storage tool shares the server's archive, and writes none of its own."""
+        return [flag for flag in self._class_sharing or [] if flag.startswith("-XX:SharedArchiveFile=")]
 
     def _spawn(self) -> None:
         for node in self.nodes.values():
@@ -544,7 +568,8 @@ class KafkaCluster:
         node.work.mkdir(parents=True, exist_ok=True)
         props = self._write(node, "server.properties",
                             [f"{k}={v}" for k, v in self.server_properties(node).items()])
-        command = [java(), "-Xmx256m", "-XX:TieredStopAtLevel=1", "-cp", classpath(pom_name(self.version)),
+        command = [java(), "-Xmx256m", "-XX:TieredStopAtLevel=1", *self._format_flags(),
+                   "-cp", classpath(pom_name(self.version)),
                    *self._logging_flags(node), "kafka.tools.StorageTool", "format",
                    f"--cluster-id={self.cluster_id}", "-c", str(props), "--ignore-formatted"]
         if self.security is not None:
@@ -584,7 +609,8 @@ class KafkaCluster:
         # Kafka 4 fetches a JWKS only from URLs this system property allows.
         allowed = ([f"-Dorg.apache.kafka.sasl.oauthbearer.allowed.urls={self.security.jwks_url}"]
                    if self.security is not None and self.security.jwks_url else [])
-        command = [java(), heap, "-XX:+UseG1GC", "-XX:TieredStopAtLevel=1", "-Djava.awt.headless=true", *allowed,
+        command = [java(), heap, "-XX:+UseG1GC", "-XX:TieredStopAtLevel=1", *(self._class_sharing or []),
+                   "-Djava.awt.headless=true", *allowed,
                    "-cp", classpath(pom_name(self.version)), *self._logging_flags(node),
                    "kafka.Kafka", str(node.work / "server.properties")]
         with open(node.work / "stdout.log", "ab") as out:
@@ -627,6 +653,8 @@ def start_together(clusters: List[KafkaCluster], attempts: int = 3) -> List[Kafk
     from concurrent.futures import ThreadPoolExecutor
 
     waiting = list(clusters)
+    for cluster in waiting:
+        cluster._share_classes()
     for _attempt in range(attempts):
         with ThreadPoolExecutor(len(waiting)) as pool:
             list(pool.map(KafkaCluster._prepare, waiting))
