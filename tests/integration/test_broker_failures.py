@@ -488,9 +488,10 @@ def test_mirroring_resumes_after_each_broker_failure(failures, mode):
     """Within 60 s of the nodes' return everything the source held then is mirrored and committed;
     the group keeps its members while the target is away; the log says it in a few lines."""
     mirror = failures.mirrors[mode.name]
-    problems = [f"not caught up within {START_WITHIN_S if step == START else RESUME_WITHIN_S} s "
-                f"of the nodes' return after {step}"
-                for step, seconds in mirror.resumed.items() if seconds is None]
+    problems = [f"not caught up within {START_WITHIN_S if step.name == START else RESUME_WITHIN_S} s "
+                f"of the nodes' return after {step.name}; its WARN/ERROR lines and last status line:\n"
+                + _step_story(mirror, step)
+                for step in failures.steps if mirror.resumed[step.name] is None]
     outage = next(step for step in failures.steps if step.name == MAJORITY_OUTAGE)
     unknown = mirror.lines_with("Unknown member", *outage.marks[mode.name])
     if unknown:
@@ -508,6 +509,14 @@ def test_mirroring_resumes_after_each_broker_failure(failures, mode):
     if mirror.exited:
         problems.append(f"the mirror exited with {mirror.exited[1]} during {mirror.exited[0]}")
     assert not problems, "\n".join(problems)
+
+
+def _step_story(mirror: Mirror, step: Step, lines: int = 12) -> str:
+    """What the mirror logged during a step it did not catch up after: the cause survives CI's
+    temporary folder."""
+    start, end = step.marks[mirror.mode.name]
+    told = mirror.warn_error_lines(start, end)[-lines:] + mirror.lines_with(" records/s, ", start, end)[-1:]
+    return "\n".join(line[:300] for line in told)
 
 
 def _outage_problems(mirror: Mirror, outage: Step) -> List[str]:
