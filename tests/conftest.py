@@ -16,6 +16,20 @@ def _mirror_maker_logging(caplog):
         root.removeHandler(handler)
 
 
+#: The longest modules (a scenario of minutes each): collected first, so that ``make test``'s two
+#: workers (``--dist loadscope --no-loadscope-reorder``) start them at once, one each, and the
+#: short modules fill in around them. xdist's own order (most tests first) started the longest one
+#: eight minutes in, and the run ended with one worker idle while it finished.
+LONGEST_FIRST = ("tests/integration/test_broker_failures.py", "tests/integration/test_dedicated_mode.py")
+
+
+def pytest_collection_modifyitems(items):
+    def rank(item) -> int:
+        path = item.nodeid.split("::")[0]
+        return LONGEST_FIRST.index(path) if path in LONGEST_FIRST else len(LONGEST_FIRST)
+    items.sort(key=rank)  # stable: every other module keeps its place
+
+
 _REPORTS = []
 
 
