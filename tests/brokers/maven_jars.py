@@ -106,11 +106,26 @@ def class_archive(name: str, app: str, train: Callable[[List[str]], None]) -> Op
             train([f"-XX:ArchiveClassesAtExit={partial}"])
         except Exception as exc:  # the JVMs start without one: slower, nothing else
             log.warning("no class-data sharing archive for %s: %s", name, exc)
-        if partial.exists() and partial.stat().st_size > 0:
+        if partial.exists() and _maps(partial, name):
             os.replace(partial, path)
             return path
         _unarchivable.add(str(path))
         return None
+
+
+def _maps(archive: Path, name: str) -> bool:
+    """Whether a JVM maps the archive (one cut short, e.g. by a kill during its writing, is not
+    used: mapping it crashes the JVM)."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as crash_folder:  # where a crash leaves its report
+        check = subprocess.run([java(), "-Xshare:on", f"-XX:SharedArchiveFile={archive}", "-XX:-CreateCoredumpOnCrash",
+                                "-cp", classpath(name), "-version"],
+                               capture_output=True, text=True, timeout=60, cwd=crash_folder)
+    if check.returncode != 0:
+        log.warning("the class-data sharing archive for %s does not map: %s", name,
+                    (check.stdout + check.stderr)[-500:])
+    return check.returncode == 0
 
 
 def _java_build() -> str:
