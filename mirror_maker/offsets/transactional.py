@@ -29,14 +29,13 @@ from ..records import TopicPartition
 log = logging.getLogger("mirror_maker.checkpoint")
 
 #: How long a transactional call may take. Normally milliseconds, and seconds while a coordinator
-#: moves; librdkafka's send_offsets_to_transaction can wait past its timeout when the group
-#: coordinator goes away (https://github.com/confluentinc/librdkafka/issues/5456, /5511), so the
-#: stream gives up sooner and starts a new producer.
+#: moves; one that does not return by then leaves its producer to a new one.
 TRANSACTION_TIMEOUT_S = 15.0
 #: send_offsets_to_transaction's own bound: librdkafka answers in milliseconds, or in seconds while
-#: the group coordinator loads, but waits for ever once the coordinator it cached left the cluster's
-#: metadata, as each node of a rolling restart does
-#: (https://github.com/confluentinc/librdkafka/issues/5511): the stall a new producer ends is short.
+#: the group coordinator loads, but ignores the call's timeout
+#: (https://github.com/confluentinc/librdkafka/issues/5456) and waits for ever once the coordinator
+#: it cached left the cluster's metadata, as each node of a rolling restart does (/5511): a short
+#: bound keeps that stall short.
 OFFSETS_TIMEOUT_S = 5.0
 #: A fence (init_transactions with another's id) waits this long for a coordinator that loads.
 FENCE_TIMEOUT_S = 60.0
