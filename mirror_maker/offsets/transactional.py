@@ -35,7 +35,8 @@ TRANSACTION_TIMEOUT_S = 15.0
 #: the group coordinator loads, but ignores the call's timeout
 #: (https://github.com/confluentinc/librdkafka/issues/5456) and waits for ever once the coordinator
 #: it cached left the cluster's metadata, as each node of a rolling restart does (/5511): a short
-#: bound keeps that stall short.
+#: bound keeps that stall short. Each call that timed out doubles the next one's bound, up to
+#: TRANSACTION_TIMEOUT_S, so that a target merely slow to answer does not abort every transaction.
 OFFSETS_TIMEOUT_S = 5.0
 #: A fence (init_transactions with another's id) waits this long for a coordinator that loads.
 FENCE_TIMEOUT_S = 60.0
@@ -154,6 +155,7 @@ class TransactionalCommitter:
         #: Who holds the transactional.id now, after a fence (``transaction_states``).
         self._states = states
         self._wait = wait
+        self._offsets_timeout = OFFSETS_TIMEOUT_S
 
     def use(self, producer) -> None:
         """A new producer takes the place of one that became unusable."""
@@ -168,15 +170,14 @@ class TransactionalCommitter:
         # The metadata names the writer, so that a later owner of a partition can fence it.
         request = [KafkaTopicPartition(key.topic, key.partition, off, metadata=self._transactional_id)
                    for key, off in ((self._target.key(tp), off) for tp, off in offsets.items())]
-        timeout = TRANSACTION_TIMEOUT_S if deadline is None else max(0.5, deadline - time.monotonic())
+        started = time.monotonic()
+        timeout = TRANSACTION_TIMEOUT_S if deadline is None else max(0.5, deadline - started)
         try:
             if request:
-                offsets_timeout = min(timeout, OFFSETS_TIMEOUT_S)
-                self._call("send_offsets_to_transaction", self._producer.send_offsets_to_transaction,
-                           offsets_timeout, request, self._target.group_metadata(), offsets_timeout)
+                self._send_offsets(request, min(timeout, self._offsets_timeout))
         except KafkaException as exc:
             self._failed(exc, "commit")
-        self._commit_transaction(time.monotonic() + timeout)
+        self._commit_transaction(started + timeout)
         self._sink.transaction_ended(committed=True)
         self.begin()
         if request:
@@ -186,6 +187,18 @@ class TransactionalCommitter:
             except KafkaException as exc:
                 log.debug("best-effort commit to the source group failed: %s", exc)
         return dict(offsets)
+
+    def _send_offsets(self, request: List[KafkaTopicPartition], timeout_s: float) -> None:
+        """The offsets into the open transaction, within ``timeout_s`` (see OFFSETS_TIMEOUT_S: a
+        timeout lengthens the next call's bound, an answer in time resets it)."""
+        try:
+            self._call("send_offsets_to_transaction", self._producer.send_offsets_to_transaction, timeout_s,
+                       request, self._target.group_metadata(), timeout_s)
+        except (KafkaException, ProducerUnusable) as exc:
+            if isinstance(exc, ProducerUnusable) or exc.args[0].code() == confluent_kafka.KafkaError._TIMED_OUT:
+                self._offsets_timeout = min(2 * self._offsets_timeout, TRANSACTION_TIMEOUT_S)
+            raise
+        self._offsets_timeout = OFFSETS_TIMEOUT_S
 
     def _commit_transaction(self, until: float) -> None:
         """commit_transaction, resumed after a retriable error until ``until``: librdkafka goes on

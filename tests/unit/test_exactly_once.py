@@ -311,6 +311,55 @@ def test_send_offsets_that_waits_on_a_coordinator_gone_from_the_cluster_is_given
     assert timeouts == [0.2] and time.monotonic() - started < 2
 
 
+def test_each_send_offsets_timeout_doubles_the_next_bound_up_to_the_transaction_s_and_an_answer_resets_it(
+        monkeypatch):
+    """A target merely slow to answer must not abort every transaction for ever (a 5 s bound, then
+    10 s, then the transaction's 15 s), and one answer in time brings the short bound back."""
+    import threading
+
+    from mirror_maker.offsets import transactional
+    from mirror_maker.offsets.transactional import ProducerUnusable, TransactionAborted
+
+    monkeypatch.setattr(transactional, "CALL_GRACE_S", 0.05)
+    monkeypatch.setattr(transactional, "OFFSETS_TIMEOUT_S", 0.1)
+    monkeypatch.setattr(transactional, "TRANSACTION_TIMEOUT_S", 0.3)
+    released = threading.Event()
+    timeouts, answers = [], ["hang", KafkaError(KafkaError._TIMED_OUT, "Timed out", retriable=True), "ok", "ok"]
+
+    def send_offsets(offsets, metadata, timeout):
+        timeouts.append(timeout)
+        answer = answers.pop(0)
+        if isinstance(answer, KafkaError):  # (a KafkaError compared with a str raises)
+            raise KafkaException(answer)
+        if answer == "hang":
+            released.wait(5)
+
+    producer = TxnProducer()
+    producer.send_offsets_to_transaction = send_offsets
+    committer = TransactionalCommitter(producer, Target(), Source(), "g.eos.0", Sink())
+    try:
+        with pytest.raises(ProducerUnusable):
+            committer.commit({T0: 7})
+        with pytest.raises(TransactionAborted):
+            committer.commit({T0: 7})
+        committer.commit({T0: 7})
+        committer.commit({T0: 8})
+    finally:
+        released.set()
+    assert timeouts == [0.1, 0.2, 0.3, 0.1]
+
+
+def test_a_final_commit_s_transaction_commit_gets_only_what_the_offsets_left_of_the_stop_s_deadline():
+    import time
+
+    producer, waits = TxnProducer(), []
+    producer.send_offsets_to_transaction = lambda offsets, metadata, timeout: time.sleep(0.4)
+    producer.commit_transaction = waits.append
+    committer = TransactionalCommitter(producer, Target(), Source(), "g.eos.0", Sink())
+    committer.commit({T0: 7}, deadline=time.monotonic() + 1.0)
+    assert len(waits) == 1 and waits[0] <= 0.65, waits
+
+
 def test_an_unusable_producer_is_replaced_retrying_until_the_target_answers(monkeypatch):
 
     import mirror_maker.engine.exactly_once as eos
