@@ -394,10 +394,14 @@ class MirrorProducer:
                 break
             now = time.monotonic()
             if deadline is not None and now >= deadline:
-                self._serve(0)  # the queue's length counts events waiting for a poll too
-                left = len(self._producer)
+                # librdkafka's queue length counts events waiting for a poll too, and one can
+                # arrive right after this poll: only records handed over and not acknowledged
+                # are left (``__len__``; never fewer than this caller's own).
+                self._serve(0)
+                left = len(self)
                 if left == 0:
-                    continue
+                    self._emptied_at = produced
+                    break
                 if self._warned_deadline != deadline:
                     self._warned_deadline = deadline
                     log.warning("%d records not acknowledged by the target before the deadline; "
