@@ -22,9 +22,10 @@ demo: $(STAMP)
 ## repository), then the smoke tests on Kafka 3.9 and on Tansu and the unit tests on every other
 ## Python. MIRROR_MAKER_TEST_BROKER or MIRROR_MAKER_TEST_*_BOOTSTRAP change the first leg's brokers.
 ## The first leg runs in two pytest-xdist workers, a module per worker at a time (a module's
-## clusters and scenario stay together), the longest two first (tests/conftest.py); the other Pythons' venvs are made meanwhile at the lowest
-## CPU priority (the first leg's brokers keep their timing), and the last three legs run side by
-## side. Every leg runs; the exit status is the first leg's failure, else the others'.
+## clusters and scenario stay together), the longest two first (tests/conftest.py); the other
+## Pythons' venvs are made meanwhile at the lowest CPU priority (the first leg's brokers keep their
+## timing), and the last three legs run side by side. Every leg runs; the exit status is the first
+## leg's failure, else the others'.
 TEST_WORKERS ?= 2
 test: $(STAMP)
 	@nice -n 19 $(MAKE) --no-print-directory test-python-venvs > $(VENV)/python-venvs.log 2>&1 & venvs=$$!; \

@@ -19,7 +19,7 @@ def _mirror_maker_logging(caplog):
 #: The longest modules (a scenario of minutes each): collected first, so that ``make test``'s two
 #: workers (``--dist loadscope --no-loadscope-reorder``) start them at once, one each, and the
 #: short modules fill in around them. xdist's own order (most tests first) started the longest one
-#: eight minutes in, and the run ended with one worker idle while it finished.
+#: eight minutes in.
 LONGEST_FIRST = ("tests/integration/test_broker_failures.py", "tests/integration/test_dedicated_mode.py")
 
 
