@@ -91,6 +91,10 @@ PREVIOUS_DEFAULTS = {"consumer": "fetch.queue.backoff.ms=1000\n",
 #: The limits measured before each workload's rows (benchmarks/limit.py's modes).
 LIMIT_LABELS = {"produce": "limit: produce only", "consume": "limit: consume only",
                 "ingest": "limit: target ingest (raw batches)", "copy": "limit: copy loop (one thread)"}
+#: The limits that write to the target: timed there by the watcher, as the mirrors are. Their own
+#: window is then longer by the settling time and this spare, so that the watcher's ends first.
+WATCHED_LIMITS = ("produce", "copy", "ingest")
+WATCHED_LIMIT_SPARE_S = 5.0
 #: Raw mode's goal row (issue: 100 B lz4) again with enough records for its rate to be timed
 #: over seconds: of the regular workload, raw mode mirrors a million such records in 0.25 s once
 #: they flow, which a watcher's step and a run's start and end move by 10% either way.
@@ -176,6 +180,11 @@ def settled_count(bootstrap: str, topic: str, seeded: int, timeout_s: float = 30
     raise SystemExit(f"{topic}: the log cleaner did not settle in {timeout_s:.0f} s")
 
 
+def tree_cpu(root_pid: int) -> float:
+    """CPU seconds of a process and all its descendants so far (a Spark run's JVM and workers)."""
+    return sum(cpu for _rss, cpu in tree_usage(root_pid).values())
+
+
 def tree_usage(root_pid: int) -> dict:
     """{pid: (resident bytes, CPU seconds)} of a process and all its descendants (/proc)."""
     children = {}
@@ -245,6 +254,7 @@ def measure(command, log_path: Path, env=None, whole_tree: bool = False,
     peak_tree, peak_own, cpu_seen, sample_at, threads_at = 0, 0, {}, 0.0, 0.0
     first = done = stop_sent = None
     first_count = 0
+    window_cpu: List[float] = []  # the process tree's CPU seconds at the window's start and end
     marks: List[Tuple[float, int]] = []  # (seconds since start, records on the target) once flowing
     with open(log_path, "wb") as log:
         process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, cwd=str(ROOT),
@@ -271,8 +281,12 @@ def measure(command, log_path: Path, env=None, whole_tree: bool = False,
                         cpu.restart(process.pid)
                 if first is not None:
                     marks.append((now - started, on_target))
+                    if window is not None and not window_cpu and now - started >= first + window[0]:
+                        window_cpu.append(tree_cpu(process.pid))
                 window_over = window is not None and first is not None and now - started >= first + sum(window)
                 if window_over:
+                    if window_cpu:
+                        window_cpu.append(tree_cpu(process.pid))
                     done = now - started
                     if cpu is not None:
                         cpu.stop(process.pid)
@@ -307,6 +321,8 @@ def measure(command, log_path: Path, env=None, whole_tree: bool = False,
                       stop_s=ended - stop_sent if stop_sent else None, mirrored=done is not None)
         if window is not None and marks:
             result.update(steady_rate(marks, first + window[0]), records_done=marks[-1][1])
+            if len(window_cpu) == 2 and result.get("steady_window_s"):
+                result["steady_cpu_seconds"] = window_cpu[1] - window_cpu[0]
         elif done is not None and first is not None and done > first:
             # The rate once records flow (start-up excluded), as the limits' own loops are timed.
             result["records_per_s_after_first"] = (expected - first_count) / (done - first)
@@ -429,6 +445,10 @@ def _summarize_steady(samples, good, size: int) -> dict:
                                      1),
                "peak_rss_mb": round(statistics.median(s["peak_rss_mb"] for s in good), 1),
                "runs": len(samples), "ok": all(s["ok"] for s in samples)}
+    steady_cpu = [s["steady_cpu_seconds"] / (s["steady_records_per_s"] * s["steady_window_s"] * size / 1e9)
+                  for s in good if s.get("steady_cpu_seconds") is not None]
+    if steady_cpu:  # over the window only: start-up's CPU (a JVM's above all) is start-up's, reported apart
+        summary["steady_cpu_s_per_gb"] = round(statistics.median(steady_cpu), 1)
     for key in ("first_record_s", "stop_s", "startup_s"):
         values = [s[key] for s in good if s.get(key) is not None]
         if values:
@@ -717,9 +737,15 @@ class Bench:
                 brokers.fresh_target(name)
             command = [*prefix, sys.executable, str(HERE / "limit.py"), mode, broker.bootstrap, name, str(count),
                        str(size), "--compression", compression, "--target", brokers.target.bootstrap]
+            # The limits that write to the target are timed there, as the mirrors are (the same
+            # watcher's load on the machine and the target); their own window is a bound only.
+            watched = self._steady(brokers) and mode in WATCHED_LIMITS
             if self._steady(brokers):
-                command += ["--seconds", str(self.args.window), "--settle", str(self.args.settle)]
-            sample = measure(command, self.work / f"limit-{mode}-{i}.log", cpu=split_with_brokers(brokers))
+                spare = self.args.settle + WATCHED_LIMIT_SPARE_S if watched else 0
+                command += ["--seconds", str(self.args.window + spare), "--settle", str(self.args.settle)]
+            sample = measure(command, self.work / f"limit-{mode}-{i}.log", cpu=split_with_brokers(brokers),
+                             watch=(lambda: brokers.end_offsets(name)) if watched else None, expected=count,
+                             window=self._window(brokers) if watched else None)
             lines = sample["log"].read_text(errors="replace").strip().splitlines()
             # Its one JSON line (kafka-python may write "Exception ignored" lines at exit after it).
             found = [line for line in lines if line.startswith("{")]
@@ -727,8 +753,9 @@ class Bench:
                 raise SystemExit(f"limit {mode} failed (exit {sample['exit']}):\n" + "\n".join(lines[-15:]))
             inner = json.loads(found[-1])
             sample["seconds"] = inner["seconds"]  # the client's own loop, without interpreter start
-            sample.update({key: inner[key] for key in ("steady_records_per_s", "steady_window_s", "records_done")
-                           if key in inner})
+            if not watched:
+                sample.update({key: inner[key] for key in ("steady_records_per_s", "steady_window_s", "records_done")
+                               if key in inner})
             if sample.get("cpu_split"):
                 sample["cpu_split"].update(thread_shares(inner["running_s"], inner["waiting_s"], inner["seconds"]))
             sample["ok"] = sample["exit"] == 0

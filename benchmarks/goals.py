@@ -140,14 +140,17 @@ def _spark(kind: str, section: dict) -> List[str]:
         if not spark or not threads or not rate(threads, kind):
             continue
         speed = (rate(spark, kind) or 0) / rate(threads, kind)
-        cpu = spark["cpu_s_per_gb"] / threads["cpu_s_per_gb"] if threads["cpu_s_per_gb"] else None
+        # In steady state, as the records/s: the JVM's start is Spark's start-up, reported apart.
+        key = "steady_cpu_s_per_gb" if spark.get("steady_cpu_s_per_gb") and threads.get("steady_cpu_s_per_gb") \
+            else "cpu_s_per_gb"
+        cpu = spark[key] / threads[key] if threads[key] else None
         met = speed >= SPARK_SPEED_GOAL and cpu is not None and cpu <= SPARK_CPU_GOAL
         lines.append(f"| | {_workload(row)} | {speed:.2f} | {f'{cpu:.2f}' if cpu else ''} | "
                      f"{spark.get('startup_s', '')} | {'met' if met else '**not met**'} |")
     if lines:
         lines = [f"| --spark, 2 streams, at least {SPARK_SPEED_GOAL} of 2 threads' records/s at most {SPARK_CPU_GOAL}x "
-                 "their CPU s/GB | Workload | records/s against threads | CPU s/GB against threads | Spark's start-up "
-                 "s (apart) | goal |", "|---|---|---|---|---|---|"] + lines
+                 "their CPU s/GB | Workload | records/s against threads | CPU s/GB against threads (steady window) | "
+                 "Spark's start-up s (apart) | goal |", "|---|---|---|---|---|---|"] + lines
     return lines
 
 

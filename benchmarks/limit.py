@@ -18,13 +18,15 @@
 With ``--seconds S`` (and ``--settle X``) a mode runs for X + S seconds, or until COUNT records,
 and its steady rate is the records done (produce, copy, ingest: acknowledged by the target) over
 the last S seconds, as the benchmark times the mirrors; the line then has ``steady_records_per_s``
-and ``steady_window_s`` too. The ingest limit then sends the first batches it fetched (at most
+and ``steady_window_s`` too. A SIGTERM ends the loop there (and the line is printed): the
+benchmark times produce, copy and ingest on the target as it times the mirrors. The ingest limit then sends the first batches it fetched (at most
 INGEST_PREFETCH_BYTES) again and again: the target's ingest, not the source's size, is measured.
 """
 
 import argparse
 import json
 import os
+import signal
 import time
 
 from confluent_kafka import Consumer, KafkaError, Producer
@@ -45,12 +47,16 @@ class _Loop:
     when the settling time ends, so that ``steady`` is the rate over the window alone."""
 
     window_s = settle_s = None
+    #: SIGTERM came (the benchmark's watcher timed the window on the target): the loop ends there.
+    stopped = False
 
     def start(self) -> None:
         self.started, self.times = time.monotonic(), own_thread_times()
         self._mark = None
 
     def running(self, done: int) -> bool:
+        if self.stopped:
+            return False
         if self.window_s is None:
             return True
         now = time.monotonic()
@@ -245,6 +251,7 @@ def main() -> None:
     parser.add_argument("--settle", type=float, default=2.0, help="seconds before the steady window")
     args = parser.parse_args()
     LOOP.window_s, LOOP.settle_s = args.seconds, args.settle
+    signal.signal(signal.SIGTERM, lambda *_: setattr(LOOP, "stopped", True))
     seconds = {"produce": produce, "consume": consume, "copy": copy, "ingest": ingest}[args.mode](args)
     print(json.dumps({"records": args.count, "seconds": seconds, "running_s": LOOP.running_s,
                       "waiting_s": LOOP.waiting, **STEADY}))

@@ -17,7 +17,9 @@ TIMING = {
              "records/s is the records that arrived over the window (medians of the runs, and their spread); "
              "start-up is the seconds from the process start to the first record (JVM start and group join "
              "included); end to end is what the run mirrored over its whole time, start-up included; CPU s/GB is "
-             "over the whole run. The limits are the client's own loops, timed over their own window the same way.",
+             "over the whole run. The limits are the client's own loops: those that write to the target "
+             "(produce only, the copy loop, the target's ingest) timed there by the same watcher, consume only "
+             "over its own window.",
     "tansu": "Limits are the client's own loop; the mirror and the peers are timed from process start "
              "until every record is on the target and the process exited by itself; the mirror's own lines also "
              "give its rate from its group join to its end (\"after join\").",
@@ -118,13 +120,14 @@ def _table(kind: str, section: dict, machine: dict) -> list:
         lines += ["", f"### Spark mode on {TITLES.get(kind, kind)} (local mode, one JVM and one Python process "
                   "per stream)", "",
                   "The cold start is the JVM, the SparkContext and pyspark's worker daemon, until the first "
-                  "worker runs. CPU and RSS are summed over the whole process tree.", "",
+                  "worker runs. CPU and RSS are summed over the whole process tree: CPU s/GB over the whole run "
+                  "(the cold start included) and over the steady window alone.", "",
                   "| Workload | Compression | Run | records/s end to end | cold start s | records/s after it |"
-                  " CPU s/GB | Peak RSS MB (tree) |", "|---|---|---|---|---|---|---|---|"]
+                  " CPU s/GB | CPU s/GB, steady window | Peak RSS MB (tree) |", "|---|---|---|---|---|---|---|---|---|"]
         lines += [f"| {_workload(row)} | {row['compression']} | {label} | "
                   f"{r.get('end_to_end_records_per_s', r['records_per_s']):,} | {r['startup_s']} | "
                   f"{r.get('records_per_s_after_start', r['records_per_s']):,} | {r['cpu_s_per_gb']} | "
-                  f"{r['peak_rss_mb']} |" for row, label, r in spark]
+                  f"{r.get('steady_cpu_s_per_gb', '')} | {r['peak_rss_mb']} |" for row, label, r in spark]
     if section.get("growth"):
         lines += ["", f"### Cost growth on {TITLES.get(kind, kind)} (1 KB records, 40,000 in all, "
                   "--num.streams 1, one run each)", "",

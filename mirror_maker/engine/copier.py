@@ -13,6 +13,7 @@ what was not queued is not committed.
 from __future__ import annotations
 
 import logging
+from itertools import groupby
 from typing import Callable, List, Optional
 
 import confluent_kafka
@@ -28,6 +29,8 @@ log = logging.getLogger("mirror_maker.worker")
 
 _NO_TIMESTAMP = confluent_kafka.TIMESTAMP_NOT_AVAILABLE
 _UNASSIGNED = -1  # librdkafka's RD_KAFKA_PARTITION_UA: the partitioner chooses
+_TOPIC_OF = confluent_kafka.Message.topic
+_PARTITION_OF = confluent_kafka.Message.partition
 
 #: A run: (topic, partition, first message, last message, records, value bytes, records written).
 #: Records written is records for the target (0: none of the run's were written, as with a
@@ -91,44 +94,58 @@ class RecordCopier:
 
     def _copy_inline(self, messages: List, runs: List[Run]) -> None:
         """The default handlers: each record as it is, to the same topic (as the replication policy
-        names it) and, with PartitionPreservingHandler, partition: one C call per record."""
-        producer, state = self.producer, self._state
-        produce = producer.produce
-        keep_partition = self._keep_partition
-        remote = self._remote
-        run_topic = run_partition = first = last = target = None
-        count = nbytes = produced = 0
+        names it) and, with PartitionPreservingHandler, partition.
+
+        The batch is cut into runs by C-level grouping, so that per record there is only what a
+        bare consume -> produce loop does (its accessors and one produce call); what a run needs
+        (its ends, records, bytes) is read once per run."""
+        before = len(runs)
         try:
-            for msg in messages:
+            for _topic, by_topic in groupby(messages, _TOPIC_OF):
+                for _partition, group in groupby(by_topic, _PARTITION_OF):
+                    self._copy_run(list(group), runs)
+                    if self._state.failure is not None:
+                        return  # nothing is committed once the run failed (another thread may fail it)
+        finally:  # also when a stop interrupted a send: the runs so far were handed over
+            self.producer.count_produced(sum(run[4] for run in runs[before:]))
+
+    def _copy_run(self, run: List, runs: List[Run]) -> None:
+        """One partition's records, inline; the records handed over become a run (a refusal that
+        failed the mirror, or a stop during a send, ends it before that record)."""
+        producer = self.producer
+        produce = producer.produce
+        first = run[0]
+        topic, partition = first.topic(), first.partition()
+        target = self._remote(topic) if topic is not None else None
+        target_partition = partition if self._keep_partition else _UNASSIGNED
+        handed, errors = len(run), False
+        msg = first
+        try:
+            for msg in run:
                 if msg.error() is not None:
+                    errors = True
                     self._error(msg)
                     continue
-                topic, partition = msg.topic(), msg.partition()
-                if partition != run_partition or topic != run_topic:
-                    if count:
-                        runs.append((run_topic, run_partition, first, last, count, nbytes, count))
-                    run_topic, run_partition, first, count, nbytes = topic, partition, msg, 0, 0
-                    target = remote(topic)
-                value = msg.value()
                 timestamp = msg.timestamp()[1]  # -1 when the record has none: 0 lets the producer stamp it
-                target_partition = partition if keep_partition else _UNASSIGNED
                 try:
-                    produce(target, value, msg.key(), target_partition, None, None,
+                    produce(target, msg.value(), msg.key(), target_partition, None, None,
                             timestamp if timestamp > 0 else 0, msg.headers())
                 except (BufferError, KafkaException) as exc:
-                    producer.refused(exc, target, value, msg.key(), target_partition, timestamp if timestamp > 0 else 0,
-                                     msg.headers(), topic, partition, msg.offset())
-                if state.failure is not None:
-                    break  # nothing is committed past a failure; this record is not counted
-                last = msg
-                count += 1
-                produced += 1
-                if value is not None:
-                    nbytes += len(value)
-        finally:  # also when a stop interrupted a send: the run so far was handed over
-            if count:
-                runs.append((run_topic, run_partition, first, last, count, nbytes, count))
-            producer.count_produced(produced)
+                    producer.refused(exc, target, msg.value(), msg.key(), target_partition,
+                                     timestamp if timestamp > 0 else 0, msg.headers(), topic, partition, msg.offset())
+                    if self._state.failure is not None:
+                        handed = run.index(msg)
+                        break
+        except BaseException:  # a stop during a send, or a consumer error that ends the run
+            handed = run.index(msg)
+            raise
+        finally:
+            sent = run[:handed]
+            if errors:
+                sent = [m for m in sent if m.error() is None]
+            if sent:
+                # len(message) is its value's length (0 for none).
+                runs.append((topic, partition, sent[0], sent[-1], len(sent), sum(map(len, sent)), len(sent)))
 
     def _copy_each(self, messages: List, runs: List[Run], route, tracker: Optional[Tracker]) -> None:
         """Any other case, one record at a time: a user's handler, producer.type=sync, raw mode's

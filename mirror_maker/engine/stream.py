@@ -277,13 +277,14 @@ class Stream(threading.Thread):
             raise ClientFailed(f"{self.name}: fatal consumer error: {err.str()}")
         self.log.warning("Consumer error (librdkafka retries it): %s", err.str())
 
-    def out_of_range(self, tp: TopicPartition, position: int) -> None:
+    def out_of_range(self, tp: TopicPartition, position: Optional[int]) -> None:
         """The source does not hold ``position`` of ``tp`` (or librdkafka found no offset to start
-        from): go on where auto.offset.reset says, make that position durable at once, and count
-        what was lost (``positions``)."""
+        from: a negative offset, which a confluent Message gives as None): go on where
+        auto.offset.reset says, make that position durable at once, and count what was lost
+        (``positions``)."""
         if tp not in self.assigned:
             return
-        if position < 0:
+        if position is None or position < 0:
             starts, _ = self.parts.starts.resolve([tp])
             if tp not in starts:
                 # Still unknown. librdkafka stopped fetching it (fetch state NONE) and reports it

@@ -8,7 +8,7 @@ pending and what is committed, and when.
 import re
 from typing import List
 
-from confluent_kafka import TIMESTAMP_CREATE_TIME, KafkaError
+from confluent_kafka import TIMESTAMP_CREATE_TIME, KafkaError, Message
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
 from mirror_maker.clients.producer import SendInterrupted
@@ -29,41 +29,16 @@ from mirror_maker.records import ProducerRecord, TopicPartition
 T0, T1 = TopicPartition("t", 0), TopicPartition("t", 1)
 
 
-class Msg:
-    """The accessors a confluent Message has, nothing else."""
-
-    def __init__(self, topic, partition, offset, value=b"v", key=b"k", ts=1000, headers=None, error=None):
-        self._t, self._p, self._o, self._v, self._k = topic, partition, offset, value, key
-        self._ts, self._h, self._e = ts, headers, error
-
-    def error(self):
-        return self._e
-
-    def topic(self):
-        return self._t
-
-    def partition(self):
-        return self._p
-
-    def offset(self):
-        return self._o
-
-    def timestamp(self):
-        return (TIMESTAMP_CREATE_TIME, self._ts)
-
-    def value(self):
-        return self._v
-
-    def key(self):
-        return self._k
-
-    def headers(self):
-        return self._h
+def Msg(topic, partition, offset, value=b"v", key=b"k", ts=1000, headers=None, error=None) -> Message:
+    """A confluent Message as a consumer returns it (the hot path reads it through the class's own
+    accessors, so a look-alike would not do)."""
+    return Message(topic=topic, partition=partition, offset=offset, key=key, value=value, headers=headers,
+                   error=error, timestamp=(TIMESTAMP_CREATE_TIME, ts))
 
 
 class Producer:
     """Records what is produced; ``interrupt_at``/``fail_at``: the n-th record finds the queue
-    full and a stop arrives meanwhile, or fails the run (as an abort on a refused record does);
+    full and a stop arrives meanwhile, or is refused and fails the run (abort on send failure);
     ``reject_at``: the n-th record is rejected locally (too large)."""
 
     def __init__(self, state, events, interrupt_at=None, fail_at=None, flush_ok=True, reject_at=None, sync=False):
@@ -81,18 +56,20 @@ class Producer:
         n = len(self.sent)
         if n == self.interrupt_at:
             raise BufferError
-        if n == self.reject_at:
+        if n in (self.reject_at, self.fail_at):
             self.reject_at = None
             raise KafkaException(KafkaError(KafkaError.MSG_SIZE_TOO_LARGE, "Message size too large"))
         self.sent.append((topic, value, key, partition, timestamp, headers))
         self.callbacks.append(callback)  # confluent-kafka: an explicit callback=None means the default
-        if n == self.fail_at:
-            self.state.fail(SendFailed("refused"))
 
     def refused(self, exc, topic, value, key, partition, timestamp, headers, src_topic, src_partition, src_offset,
                 on_delivery=None):
         if isinstance(exc, BufferError):
             raise SendInterrupted(f"{src_topic}-{src_partition} offset {src_offset}")
+        if len(self.sent) == self.fail_at:
+            self.fail_at = None
+            self.state.fail(SendFailed("refused"))
+            return
         if on_delivery is not None:
             on_delivery(exc.args[0], None)
         else:

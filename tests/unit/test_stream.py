@@ -80,11 +80,41 @@ def test_a_stop_during_a_send_ends_the_batch_and_only_queued_records_become_pend
     assert "not committed" in caplog.text
 
 
-def test_a_failure_during_the_batch_stops_it_without_recording_the_failed_record():
+def test_a_refusal_that_fails_the_run_stops_the_batch_without_recording_the_refused_record():
     worker, producer, _ = stream(producer_kwargs={"fail_at": 1})
-    mirror(worker, [Msg("t", 0, 0), Msg("t", 0, 1), Msg("t", 0, 2)])
-    assert len(producer.sent) == 2
+    mirror(worker, [Msg("t", 0, 0), Msg("t", 0, 1), Msg("t", 0, 2), Msg("t", 1, 0)])
+    assert len(producer.sent) == 1
     assert worker.checkpoint.pending == {T0: 1}
+    assert producer.produced == 1
+
+
+def test_a_failure_another_thread_sets_during_the_batch_lets_nothing_be_committed():
+    """The shared producer serves another stream's failed delivery meanwhile: this batch may go
+    on to its partition's end, but the run has failed, so no offset of it is committed."""
+    worker, producer, events = stream()
+    produce = producer.produce
+
+    def failing_meanwhile(*args):
+        produce(*args)
+        if len(producer.sent) == 2:
+            worker._state.fail(SendFailed("another stream's record was refused"))
+
+    producer.produce = failing_meanwhile
+    mirror(worker, [Msg("t", 0, 0), Msg("t", 0, 1), Msg("t", 0, 2), Msg("t", 1, 0)])
+    assert len(producer.sent) == 3  # not the next partition's
+    assert worker.commit() is False
+    assert not [event for event in events if event[0] == "commit"]
+
+
+def test_a_fatal_consumer_error_mid_run_counts_only_the_records_produced_before_it():
+    """The producer counts what was handed over (a flush waits for as many acknowledgements)."""
+    from mirror_maker.errors import ClientFailed
+
+    worker, producer, _ = stream()
+    fatal = KafkaError(KafkaError._FATAL, "fenced", fatal=True)
+    with pytest.raises(ClientFailed):
+        mirror(worker, [Msg("t", 0, 0), Msg("t", 0, 1, error=fatal), Msg("t", 0, 2)])
+    assert len(producer.sent) == 1 and producer.produced == 1
 
 
 def test_consume_errors_are_skipped_and_partition_eof_is_silent(caplog):
