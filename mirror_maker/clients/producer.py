@@ -173,7 +173,14 @@ class MirrorProducer:
                                 src_topic, src_partition, src_offset, on_delivery)
         elif (exc.args[0].code() == KafkaError._UNKNOWN_PARTITION and partition >= 0
               and self._learn_partition(topic, partition)):
-            self.produce(topic, value, key, partition, on_delivery, None, timestamp, headers)
+            try:
+                self.produce(topic, value, key, partition, on_delivery, None, timestamp, headers)
+            except BufferError:  # the queue filled while the partition was learnt: back-pressure
+                self._wait_for_room(topic, value, key, partition, timestamp, headers,
+                                    src_topic, src_partition, src_offset, on_delivery)
+            except KafkaException as again:
+                self._not_taken(_where(src_topic, src_partition, src_offset), topic, key, value, again.args[0],
+                                on_delivery)
         else:
             self._not_taken(_where(src_topic, src_partition, src_offset), topic, key, value, exc.args[0],
                             on_delivery)

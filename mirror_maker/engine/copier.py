@@ -38,6 +38,12 @@ _PARTITION_OF = confluent_kafka.Message.partition
 Run = tuple
 
 
+def _index(run: List, msg) -> int:
+    """Where ``msg`` is in ``run``, by identity: Messages compare equal by their fields, and two
+    consumer errors of one partition can be equal."""
+    return next(i for i, each in enumerate(run) if each is msg)
+
+
 class Tracker:
     """Records sent one by one, each with its own delivery callback, so that a refused record
     is known by its source offset (exactly-once after a refusal: the transaction is mirrored
@@ -99,26 +105,27 @@ class RecordCopier:
         The batch is cut into runs by C-level grouping, so that per record there is only what a
         bare consume -> produce loop does (its accessors and one produce call); what a run needs
         (its ends, records, bytes) is read once per run."""
-        before = len(runs)
+        before, refused = len(runs), 0
         try:
             for _topic, by_topic in groupby(messages, _TOPIC_OF):
                 for _partition, group in groupby(by_topic, _PARTITION_OF):
-                    self._copy_run(list(group), runs)
+                    refused += self._copy_run(list(group), runs)
                     if self._state.failure is not None:
                         return  # nothing is committed once the run failed (another thread may fail it)
         finally:  # also when a stop interrupted a send: the runs so far were handed over
-            self.producer.count_produced(sum(run[4] for run in runs[before:]))
+            self.producer.count_produced(sum(run[4] for run in runs[before:]) + refused)
 
-    def _copy_run(self, run: List, runs: List[Run]) -> None:
+    def _copy_run(self, run: List, runs: List[Run]) -> int:
         """One partition's records, inline; the records handed over become a run (a refusal that
-        failed the mirror, or a stop during a send, ends it before that record)."""
+        failed the mirror, or a stop during a send, ends it before that record). Returns 1 when
+        a refused record ended it: handed over (the producer counts it), but in no run."""
         producer = self.producer
         produce = producer.produce
         first = run[0]
         topic, partition = first.topic(), first.partition()
         target = self._remote(topic) if topic is not None else None
         target_partition = partition if self._keep_partition else _UNASSIGNED
-        handed, errors = len(run), False
+        handed, errors, refused = len(run), False, 0
         msg = first
         try:
             for msg in run:
@@ -134,10 +141,10 @@ class RecordCopier:
                     producer.refused(exc, target, msg.value(), msg.key(), target_partition,
                                      timestamp if timestamp > 0 else 0, msg.headers(), topic, partition, msg.offset())
                     if self._state.failure is not None:
-                        handed = run.index(msg)
+                        handed, refused = _index(run, msg), 1
                         break
         except BaseException:  # a stop during a send, or a consumer error that ends the run
-            handed = run.index(msg)
+            handed = _index(run, msg)
             raise
         finally:
             sent = run[:handed]
@@ -146,6 +153,7 @@ class RecordCopier:
             if sent:
                 # len(message) is its value's length (0 for none).
                 runs.append((topic, partition, sent[0], sent[-1], len(sent), sum(map(len, sent)), len(sent)))
+        return refused
 
     def _copy_each(self, messages: List, runs: List[Run], route, tracker: Optional[Tracker]) -> None:
         """Any other case, one record at a time: a user's handler, producer.type=sync, raw mode's

@@ -99,6 +99,27 @@ def test_a_send_waiting_for_room_in_a_full_queue_notices_a_stop():
         p.close(time.monotonic())
 
 
+def test_a_record_for_a_partition_just_learnt_waits_for_room_when_the_queue_filled_meanwhile():
+    """The target topic grew: the partition is learnt, and the second produce finding the queue
+    full is back-pressure as the first would be, not an error that ends the stream."""
+    from confluent_kafka import KafkaError, KafkaException
+
+    state = RunState()
+    p = producer(state)
+    calls = []
+
+    def produce(*args):
+        calls.append(args)
+        if len(calls) == 1:
+            raise BufferError("Local: Queue full")
+
+    p.produce = produce
+    p._learn_partition = lambda topic, partition: True
+    p.refused(KafkaException(KafkaError(KafkaError._UNKNOWN_PARTITION)), "t", b"v", None, 3, 0, None, "s", 3, 10)
+    assert len(calls) == 2 and not state.failed
+    p.close(time.monotonic() + 1)
+
+
 def test_a_record_larger_than_message_max_bytes_is_a_send_failure_naming_the_source_offset():
     state = RunState()
     p = producer(state, **{"message.max.bytes": 1000})

@@ -85,7 +85,7 @@ def test_a_refusal_that_fails_the_run_stops_the_batch_without_recording_the_refu
     mirror(worker, [Msg("t", 0, 0), Msg("t", 0, 1), Msg("t", 0, 2), Msg("t", 1, 0)])
     assert len(producer.sent) == 1
     assert worker.checkpoint.pending == {T0: 1}
-    assert producer.produced == 1
+    assert producer.produced == 2  # the refused record was handed over (and counted as failed)
 
 
 def test_a_failure_another_thread_sets_during_the_batch_lets_nothing_be_committed():
@@ -115,6 +115,26 @@ def test_a_fatal_consumer_error_mid_run_counts_only_the_records_produced_before_
     with pytest.raises(ClientFailed):
         mirror(worker, [Msg("t", 0, 0), Msg("t", 0, 1, error=fatal), Msg("t", 0, 2)])
     assert len(producer.sent) == 1 and producer.produced == 1
+
+
+def test_a_run_cut_at_an_error_is_cut_at_that_error_not_at_an_equal_one_before_it():
+    """confluent Messages compare equal by their fields: the second of two equal errors raising
+    must keep the record produced between them."""
+    worker, producer, _ = stream()
+    copier = worker.parts.source._copier
+    seen = []
+
+    def second_raises(msg):
+        seen.append(msg)
+        if len(seen) == 2:
+            raise RuntimeError("the second error ends the run")
+
+    copier._on_error = second_raises
+    error = KafkaError(KafkaError._TRANSPORT, "down")
+    with pytest.raises(RuntimeError):
+        mirror(worker, [Msg("t", 0, 0), Msg("t", 0, 5, error=error), Msg("t", 0, 1), Msg("t", 0, 5, error=error),
+                        Msg("t", 0, 2)])
+    assert len(producer.sent) == 2 and producer.produced == 2
 
 
 def test_consume_errors_are_skipped_and_partition_eof_is_silent(caplog):
