@@ -414,10 +414,23 @@ class KafkaCluster:
         counts = self.leader_counts(*topics)
         return max(sorted(self.nodes), key=lambda node_id: counts[node_id])
 
-    def group_coordinator(self, group: str) -> int:
-        """The node coordinating a consumer group, as the group's description gives it."""
-        description = self.admin().describe_consumer_groups([group], request_timeout=10)[group].result()
-        return description.coordinator.id
+    def group_coordinator(self, group: str, within_s: float = 30.0) -> int:
+        """The node coordinating a consumer group, as the group's description gives it. Asked
+        again while the coordinator moves (a node just failed or came back), for ``within_s``."""
+        from confluent_kafka import KafkaError, KafkaException
+
+        moving = (KafkaError.NOT_COORDINATOR, KafkaError.COORDINATOR_NOT_AVAILABLE,
+                  KafkaError.COORDINATOR_LOAD_IN_PROGRESS)
+        deadline = time.monotonic() + within_s
+        while True:
+            try:
+                description = self.admin().describe_consumer_groups([group], request_timeout=10)[group].result()
+                return description.coordinator.id
+            except KafkaException as exc:
+                if exc.args[0].code() not in moving or time.monotonic() > deadline:
+                    raise
+                log.info("The coordinator of group %s is moving (%s); asking again", group, exc.args[0].name())
+                time.sleep(0.5)  # a retry's pause, bounded by the deadline above
 
     def transaction_coordinator(self, transactional_id: str) -> int:
         """The node coordinating a transactional id: the leader of its ``__transaction_state``
