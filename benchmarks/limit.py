@@ -19,8 +19,9 @@ With ``--seconds S`` (and ``--settle X``) a mode runs for X + S seconds, or unti
 and its steady rate is the records done (produce, copy, ingest: acknowledged by the target) over
 the last S seconds, as the benchmark times the mirrors; the line then has ``steady_records_per_s``
 and ``steady_window_s`` too. A SIGTERM ends the loop there (and the line is printed): the
-benchmark times produce, copy and ingest on the target as it times the mirrors. The ingest limit then sends the first batches it fetched (at most
-INGEST_PREFETCH_BYTES) again and again: the target's ingest, not the source's size, is measured.
+benchmark times produce, copy and ingest on the target as it times the mirrors. The ingest limit
+then sends the first batches it fetched (at most INGEST_PREFETCH_BYTES) again and again: the
+target's ingest, not the source's size, is measured.
 """
 
 import argparse
