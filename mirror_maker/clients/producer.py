@@ -168,22 +168,24 @@ class MirrorProducer:
         """``produce`` raised: a full queue (wait for room, then produce: back-pressure, may raise
         :class:`SendInterrupted`) or a local rejection (a send failure naming the source record).
         ``on_delivery``: the record's own delivery callback, if it has one."""
-        if isinstance(exc, BufferError):
-            self._wait_for_room(topic, value, key, partition, timestamp, headers,
-                                src_topic, src_partition, src_offset, on_delivery)
-        elif (exc.args[0].code() == KafkaError._UNKNOWN_PARTITION and partition >= 0
-              and self._learn_partition(topic, partition)):
-            try:
-                self.produce(topic, value, key, partition, on_delivery, None, timestamp, headers)
-            except BufferError:  # the queue filled while the partition was learnt: back-pressure
+        learnt = False
+        while True:
+            if isinstance(exc, BufferError):
                 self._wait_for_room(topic, value, key, partition, timestamp, headers,
                                     src_topic, src_partition, src_offset, on_delivery)
-            except KafkaException as again:
-                self._not_taken(_where(src_topic, src_partition, src_offset), topic, key, value, again.args[0],
-                                on_delivery)
-        else:
+                return
+            if (not learnt and exc.args[0].code() == KafkaError._UNKNOWN_PARTITION and partition >= 0
+                    and self._learn_partition(topic, partition)):
+                learnt = True  # asked once: a refusal of the retry is taken as any other
+                try:
+                    self.produce(topic, value, key, partition, on_delivery, None, timestamp, headers)
+                    return
+                except (BufferError, KafkaException) as again:
+                    exc = again
+                    continue
             self._not_taken(_where(src_topic, src_partition, src_offset), topic, key, value, exc.args[0],
                             on_delivery)
+            return
 
     def _not_taken(self, where: str, topic, key, value, error: KafkaError, on_delivery=None) -> None:
         """A record the producer would not queue: a send failure, or, for a record with its own

@@ -57,7 +57,8 @@ class Producer:
         if n == self.interrupt_at:
             raise BufferError
         if n in (self.reject_at, self.fail_at):
-            self.reject_at = None
+            if n == self.reject_at:
+                self.reject_at = None
             raise KafkaException(KafkaError(KafkaError.MSG_SIZE_TOO_LARGE, "Message size too large"))
         self.sent.append((topic, value, key, partition, timestamp, headers))
         self.callbacks.append(callback)  # confluent-kafka: an explicit callback=None means the default
