@@ -71,7 +71,7 @@ WORKLOADS = [(100, 1_000_000), (1000, 200_000), (102400, 2_000)]
 #: seconds): the backlog is what raw mode, the fastest, mirrors in a little more than that (its
 #: rate once flowing, with a margin), so that every row's window is whole. Deleted after its rows.
 STEADY_BACKLOG = {(100, "none"): 45_000_000, (100, "lz4"): 90_000_000, (1000, "none"): 14_000_000,
-                  (1000, "lz4"): 42_000_000, (102400, "none"): 150_000, (102400, "lz4"): 400_000}
+                  (1000, "lz4"): 50_000_000, (102400, "none"): 150_000, (102400, "lz4"): 400_000}
 #: Tansu keeps its log in memory: its backlogs are what its memory holds, and its runs are timed
 #: by the mirror's own lines from the group join (docs/performance.md says what that means).
 TANSU_BACKLOG = {100: 5_000_000, 1000: 1_000_000, 102400: 10_000}
@@ -108,7 +108,7 @@ RAW_GOAL = (100, 5_000_000, "lz4")
 #: MirrorMaker 2 with MirrorMaker 2's defaults (the default policy, offset syncs, checkpoints,
 #: heartbeats, syncs), tasks.max 1.
 DEDICATED = (1000, 200_000, "lz4")
-DEDICATED_STEADY = 2_000_000
+DEDICATED_STEADY = 10_000_000
 RECORD_PATH = (100, 1_000_000, "lz4")
 RECORD_PATH_SOURCES = {
     "LogAppendTime": {"message.timestamp.type": "LogAppendTime"},
@@ -653,7 +653,7 @@ class Bench:
     def dedicated(self, brokers: Brokers) -> dict:
         """DEDICATED: the same two-flow mm2.properties, ours against Kafka's MirrorMaker 2."""
         size, count, compression = DEDICATED
-        if self._steady(brokers):  # ours mirrors this in about 20 s
+        if self._steady(brokers):  # ours mirrors this in 30 s or more: a whole window
             count = DEDICATED_STEADY
         half = (count // 10 if self.args.quick else count) // 2
         print(f"\n== {brokers.kind}: {size} B x {2 * half:,} ({compression}), one mm2.properties, two flows", flush=True)

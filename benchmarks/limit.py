@@ -61,9 +61,13 @@ class _Loop:
         if self.window_s is None:
             return True
         now = time.monotonic()
-        if self._mark is None and now - self.started >= self.settle_s:
-            self._mark = (now, done)
-        return now - self.started < self.settle_s + self.window_s
+        if self._mark is None:
+            if now - self.started >= self.settle_s:
+                self._mark = (now, done)
+            return True
+        # From the mark, not the start: a loop that checks between batches marks a little late,
+        # and its window is still whole.
+        return now - self._mark[0] < self.window_s
 
     def steady(self, done: int) -> dict:
         if self._mark is None:
