@@ -12,7 +12,10 @@ measured, so that a goal not met is stated with its shortfall:
 4. ``--spark`` with 2 streams at least SPARK_SPEED_GOAL of 2 threads' records/s, at most
    SPARK_CPU_GOAL times their CPU s/GB (the JVM and the Python workers counted);
 5. ahead of Kafka's MirrorMaker v1 and v2 in records/s and CPU s/GB; raw mode at least 3x record
-   mode at 100 B lz4, at most 1/5 of its CPU s/GB, at least 0.9 of the target's ingest limit.
+   mode at 100 B lz4, at most 1/5 of its CPU s/GB, at least 0.9 of the target's ingest limit;
+6. with ``--baseline``: no mode slower than at that commit (its rows run in the same run): each
+   mode's median at least the lowest of the baseline's runs, so that a shortfall smaller than the
+   baseline's own run-to-run spread is not called a regression, and a larger one is.
 
 Where the machine's CPU went in those runs (``cpu_split``) is one table below.
 """
@@ -29,6 +32,8 @@ RAW = "mirror --use.raw.bytes, --num.streams 1"
 COPY = "limit: copy loop (one thread)"
 INGEST = "limit: target ingest (raw batches)"
 _MORE_STREAMS = re.compile(r"mirror, --num\.streams (\d+)")
+#: A row of the baseline commit's code: the mode's own label is the same without " at COMMIT".
+_AT_BASELINE = re.compile(r"(mirror.*) at (\w+)(, --num\.streams 1)")
 WINDOW_GOAL_S, RUNS_GOAL = 20.0, 3
 COPY_GOAL = 0.9
 COPY_GOAL_SIZES = (100, 1000)
@@ -177,6 +182,30 @@ def _peers(kind: str, section: dict) -> List[str]:
     return lines
 
 
+def _baseline(kind: str, section: dict) -> List[str]:
+    """Goal 6: every mode against the same mode at the baseline commit, in the same run."""
+    lines, commit = [], None
+    for row in section["workloads"]:
+        for label, before in row["results"].items():
+            match = _AT_BASELINE.fullmatch(label)
+            now = row["results"].get(match.group(1) + match.group(3)) if match else None
+            if not rate(now, kind) or not rate(before, kind):
+                continue
+            commit, spread = match.group(2), before.get("spread")
+            was = f"{rate(before, kind):,.0f}" + (f" ({spread[0]:,}–{spread[1]:,})" if spread else "")
+            key = "steady_cpu_s_per_gb" if now.get("steady_cpu_s_per_gb") and before.get("steady_cpu_s_per_gb") \
+                else "cpu_s_per_gb"
+            cpu = f"{now[key] / before[key]:.2f}" if before.get(key) else ""
+            met = rate(now, kind) >= (spread[0] if spread else rate(before, kind))
+            lines.append(f"| | {_workload(row)} | {match.group(1)} | {rate(now, kind):,.0f} | {was} | "
+                         f"{rate(now, kind) / rate(before, kind):.2f} | {cpu} | {'met' if met else '**not met**'} |")
+    if lines:
+        lines = [f"| No mode slower than at {commit} (same run): the median at least the lowest of {commit}'s runs "
+                 f"| Workload | Mode | records/s | at {commit} (spread) | ratio | CPU s/GB against {commit} | goal |",
+                 "|---|---|---|---|---|---|---|---|"] + lines
+    return lines
+
+
 def raw_goal_ratios(results: dict) -> Optional[dict]:
     """Raw mode against record mode and the target's ingest limit: ``speed`` and ``cpu`` (raw over
     record mode) and ``ingest`` (raw over the ingest limit). None when a run or the limit is missing."""
@@ -208,6 +237,7 @@ def goals(kind: str, section: dict, title: str) -> List[str]:
     parts = [_steady(kind, section), _record_mode(kind, section), _streams(kind, section), _spark(kind, section)]
     if kind == "kafka":
         parts += [_peers(kind, section), _raw(section)]
+    parts.append(_baseline(kind, section))
     lines = ["", f"### The goals, on {title}", "",
              "Each goal against this run, on the steady rates (records/s over the window once records flow); "
              "the copy loop is the client's own one-thread consume -> produce with the mirror's settings: the "
