@@ -126,9 +126,7 @@ class RawSource:
         # waits for the target's answers (it returns at the first) instead of spinning.
         busy = self._raw.queued_batches < BUFFER_BATCHES and any(self._fetcher.work.values())
         self._net.poll(timeout_ms=0 if busy else FETCH_WAIT_MS)
-        handed = self._hand_over()
-        self._raw.pump()
-        return handed
+        return self._hand_over()  # sent by the sink's serve, next in the round
 
     def keep_alive(self) -> None:
         """Serve the group while the loop waits for the target: every partition is paused already,
@@ -177,7 +175,7 @@ class RawSource:
         batch = item.batch
         described = batch.describe(tp.topic, tp.partition)
         target = self._handled(described)
-        self._metrics.consumed(tp, batch.record_count, batch.size, *_ages([described]))
+        self._metrics.consumed(tp, batch.record_count, batch.size, *batch_ages(described))
         if target is None:
             self._metrics.filtered(batch.record_count)
             return
@@ -479,15 +477,12 @@ class RawSource:
         pass  # the connections close with the stream's parts (``Parts.extras``)
 
 
-def _ages(batches: List[RawBatch]) -> Tuple[float, float, float, int]:
-    """The metrics' record ages (min, max, sum, records counted) from the batches' first and
-    largest timestamps, without reading a record: each record counts as its batch's mean age."""
+def batch_ages(batch: RawBatch) -> Tuple[float, float, float, int]:
+    """The metrics' record ages (min, max, sum, records counted) from the batch's first and
+    largest timestamps, without reading a record: each record counts as the batch's mean age."""
+    stamps = [ts for ts in (batch.base_timestamp, batch.max_timestamp) if ts > 0]
+    if not stamps or not batch.record_count:
+        return 0.0, 0.0, 0.0, 0
     now_ms = time.time() * 1000.0
-    low, high, total, aged = float("inf"), float("-inf"), 0.0, 0
-    for batch in batches:
-        ages = [now_ms - ts for ts in (batch.base_timestamp, batch.max_timestamp) if ts > 0]
-        if ages and batch.record_count:
-            low, high = min(low, *ages), max(high, *ages)
-            total += sum(ages) / len(ages) * batch.record_count
-            aged += batch.record_count
-    return (low, high, total, aged) if aged else (0.0, 0.0, 0.0, 0)
+    return (now_ms - max(stamps), now_ms - min(stamps), (now_ms - sum(stamps) / len(stamps)) * batch.record_count,
+            batch.record_count)
