@@ -240,7 +240,6 @@ class Stream(threading.Thread):
         record; timestamps grow along a partition). ``advance`` False: the source moves the
         pending offset itself (raw mode's record path, at the end of a range)."""
         pending, assigned, syncs = self._checkpoint.pending, self.assigned, self.offset_syncs
-        now_ms = time.time() * 1000.0
         for topic, partition, first, last, count, nbytes, written in runs:
             tp = TopicPartition(topic, partition)
             if tp in assigned:
@@ -250,11 +249,7 @@ class Stream(threading.Thread):
                     pending[tp] = self.positions[tp] = last.offset() + 1
                 if syncs is not None and written:  # records the target does not hold get no sync
                     syncs.record(tp, first.offset(), last.offset(), written, exact=written == count)
-            ages = [now_ms - m.timestamp()[1] for m in (first, last) if m.timestamp()[1] > 0]
-            if ages:
-                self._metrics.consumed(tp, count, nbytes, min(ages), max(ages), sum(ages) / len(ages) * count, count)
-            else:
-                self._metrics.consumed(tp, count, nbytes, 0.0, 0.0, 0.0, 0)
+            self._metrics.consumed_run(tp, count, nbytes, first.timestamp()[1], last.timestamp()[1])
 
     def advance(self, tp: TopicPartition, next_offset: int) -> None:
         """Everything of ``tp`` before ``next_offset`` was handed over (or holds nothing to mirror)."""

@@ -68,6 +68,16 @@ class WindowStat:
         return low, high, (self._current[2] + self._previous[2]) / count
 
 
+def record_ages(first_ms: int, last_ms: int, records: int, now_ms: float) -> Tuple[float, float, float, int]:
+    """What ``MirrorMetrics.consumed`` takes as ages (min, max, sum, records counted) from the first
+    and last timestamps of records that follow each other (a run, a raw batch), without reading
+    the others: each record counts as their mean age. Times at or below 0 (none) are not aged."""
+    stamps = [ts for ts in (first_ms, last_ms) if ts > 0]
+    if not stamps or not records:
+        return 0.0, 0.0, 0.0, 0
+    return now_ms - max(stamps), now_ms - min(stamps), (now_ms - sum(stamps) / len(stamps)) * records, records
+
+
 class PartitionStats:
     __slots__ = ("records", "bytes", "age", "latency", "lag")
 
@@ -135,6 +145,11 @@ class MirrorMetrics:
             stats.bytes += nbytes
             if aged:
                 stats.age.record_many(age_min, age_max, age_sum, aged, self._clock())
+
+    def consumed_run(self, tp: TopicPartition, records: int, nbytes: int, first_ms: int, last_ms: int) -> None:
+        """``consumed`` for records that follow each other (a run, a raw batch), aged from their
+        first and last timestamps (``record_ages``)."""
+        self.consumed(tp, records, nbytes, *record_ages(first_ms, last_ms, records, time.time() * 1000.0))
 
     def dropped_one(self) -> None:
         self.dropped_many(1)

@@ -175,7 +175,7 @@ class RawSource:
         batch = item.batch
         described = batch.describe(tp.topic, tp.partition)
         target = self._handled(described)
-        self._metrics.consumed(tp, batch.record_count, batch.size, *batch_ages(described))
+        self._metrics.consumed_run(tp, batch.record_count, batch.size, batch.base_timestamp, batch.max_timestamp)
         if target is None:
             self._metrics.filtered(batch.record_count)
             return
@@ -476,13 +476,3 @@ class RawSource:
     def close(self) -> None:
         pass  # the connections close with the stream's parts (``Parts.extras``)
 
-
-def batch_ages(batch: RawBatch) -> Tuple[float, float, float, int]:
-    """The metrics' record ages (min, max, sum, records counted) from the batch's first and
-    largest timestamps, without reading a record: each record counts as the batch's mean age."""
-    stamps = [ts for ts in (batch.base_timestamp, batch.max_timestamp) if ts > 0]
-    if not stamps or not batch.record_count:
-        return 0.0, 0.0, 0.0, 0
-    now_ms = time.time() * 1000.0
-    return (now_ms - max(stamps), now_ms - min(stamps), (now_ms - sum(stamps) / len(stamps)) * batch.record_count,
-            batch.record_count)

@@ -9,7 +9,7 @@ from types import SimpleNamespace
 import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 
-from mirror_maker.ops.metrics import MirrorMetrics, WindowStat
+from mirror_maker.ops.metrics import MirrorMetrics, WindowStat, record_ages
 from mirror_maker.ops.notify import notify
 from mirror_maker.records import TopicPartition
 from mirror_maker.ops.status import StatusReporter, combine, snapshot
@@ -216,3 +216,11 @@ def test_a_busy_metrics_port_is_one_line_naming_it():
         with pytest.raises(ConfigError, match=f"--metrics.port {port} \\(--metrics.bind 127.0.0.1\\): "
                                               "cannot listen there: Address already in use"):
             OpsServer("127.0.0.1", port, MirrorMetrics(), lambda: (True, "ok"))
+
+
+def test_records_that_follow_each_other_are_aged_from_their_first_and_last_times_each_at_the_mean():
+    now_ms = 10_000.0
+    assert record_ages(6_000, 8_000, 4, now_ms) == (2_000.0, 4_000.0, 12_000.0, 4)
+    # Without a usable time (or without records), nothing is aged.
+    assert record_ages(-1, -1, 4, now_ms) == (0.0, 0.0, 0.0, 0)
+    assert record_ages(6_000, 8_000, 0, now_ms) == (0.0, 0.0, 0.0, 0)

@@ -120,18 +120,6 @@ def test_a_raw_callback_failing_fails_the_run_but_not_the_selector_closed_by_a_s
     assert stopping.failed  # anything else still fails the run
 
 
-def test_a_batch_is_aged_from_its_two_timestamps_each_record_at_the_mean(monkeypatch):
-    from mirror_maker.records import RawBatch
-    from mirror_maker.shallow import raw_source
-
-    monkeypatch.setattr(raw_source.time, "time", lambda: 10.0)  # 10,000 ms
-    described = RawBatch("t", 0, 0, 3, 4, "lz4", 100, 6_000, 8_000)
-    assert raw_source.batch_ages(described) == (2_000.0, 4_000.0, 12_000.0, 4)
-    # A batch without a usable time (or without records) is not aged.
-    assert raw_source.batch_ages(RawBatch("t", 0, 0, 3, 4, "lz4", 100, -1, -1)) == (0.0, 0.0, 0.0, 0)
-    assert raw_source.batch_ages(RawBatch("t", 0, 0, 3, 0, "lz4", 100, 6_000, 8_000)) == (0.0, 0.0, 0.0, 0)
-
-
 def test_a_checked_batch_keeps_every_field_and_owns_its_bytes():
     first, second = batch(base_offset=40, count=3), batch(base_offset=43, count=2, producer_id=9)
     parsed = split(first + second)[1]
