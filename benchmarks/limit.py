@@ -211,7 +211,7 @@ def ingest(args) -> float:
                                    max_version=12)
             answer = source.client.send_and_receive(source.leader(args.topic, partition), request)
             data = b"".join(p.records or b"" for t in answer.responses for p in t.partitions)  # Tansu: none at the end
-            found = [b for b in split(data) if b.last_offset >= position]
+            found = [b.checked() for b in split(data) if b.last_offset >= position]
             if not found:
                 break
             batches += [(partition, b) for b in found]

@@ -58,7 +58,9 @@ def test_rewrite_sets_our_producer_fields_keeps_the_records_and_a_valid_crc():
 
     original = batch(40, 3, attributes=0x10 | 2, producer_id=77)
     (parsed,) = split(original)
-    parts = rewrite(parsed, producer_id=9, producer_epoch=1, base_sequence=100)
+    with pytest.raises(ValueError, match="only a checked batch"):
+        rewrite(parsed, producer_id=9, producer_epoch=1, base_sequence=100)
+    parts = rewrite(parsed.checked(), producer_id=9, producer_epoch=1, base_sequence=100)
     assert [len(part) for part in parts] == [HEADER_SIZE, len(original) - HEADER_SIZE]  # not joined
     rewritten = parts.joined()
     fields = HEADER.unpack_from(rewritten)
@@ -67,6 +69,27 @@ def test_rewrite_sets_our_producer_fields_keeps_the_records_and_a_valid_crc():
     assert (fields[9], fields[10], fields[11], fields[12]) == (9, 1, 100, 3)
     assert rewritten[HEADER_SIZE:] == original[HEADER_SIZE:]
     assert DefaultRecordBatch(bytearray(rewritten)).validate_crc()
+
+
+@pytest.mark.parametrize("records", [3, 700])  # 700 x 100 B: past PASS_BELOW, the CRC is derived
+def test_rewrite_of_a_batch_built_by_kafka_python_gives_a_crc_kafka_python_accepts(records):
+    import random
+
+    from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
+
+    from mirror_maker.shallow.crc import PASS_BELOW
+
+    builder = DefaultRecordBatchBuilder(2, 0, True, 4242, 5, 17, 10 * 1024 * 1024)
+    draw = random.Random(records)
+    for offset in range(records):
+        builder.append(offset, 1700000000000 + offset, b"k%d" % offset, draw.randbytes(100), [])
+    (parsed,) = split(bytes(builder.build()))
+    assert (parsed.size - HEADER_SIZE >= PASS_BELOW) == (records == 700)
+    for producer_id, epoch, sequence in ((9, 1, 100), (9, 2, 0), (123456789, 0, 2**31 - 701)):
+        rewritten = rewrite(parsed.checked(), producer_id, epoch, sequence).joined()
+        fields = HEADER.unpack_from(rewritten)
+        assert (fields[5] & 0x10, fields[9], fields[10], fields[11]) == (0, producer_id, epoch, sequence)
+        assert DefaultRecordBatch(bytearray(rewritten)).validate_crc()
 
 
 @pytest.mark.parametrize("data, reason", [

@@ -58,6 +58,11 @@ class IdleNetwork:
         pass
 
 
+def fetched(data: bytes):
+    """A batch as the fetcher hands it over: its CRC checked."""
+    return split(data)[0].checked()
+
+
 def producer(abort=True):
     state, target, metrics = RunState(), ScriptedTarget(), MirrorMetrics()
     raw = RawProducer([target], IdleNetwork(), state, abort, metrics)
@@ -110,7 +115,7 @@ def renewing(raw, producer_id=8):
 def queue(raw, *counts, partition=0):
     offset = 0
     for count in counts:
-        raw.send("dst", partition, split(batch(offset, count))[0], SOURCE)
+        raw.send("dst", partition, fetched(batch(offset, count)), SOURCE)
         offset += count
 
 
@@ -219,9 +224,9 @@ def test_a_lost_source_partition_s_batches_go_wherever_the_handler_sent_them_and
     the others' stay and go on under a new producer id, renumbered from 0."""
     raw, target, _state, _metrics = producer()
     other = TopicPartition("other", 0)
-    raw.send("dst", 0, split(batch(0, 3))[0], SOURCE)
-    raw.send("dst", 0, split(batch(0, 2))[0], other)  # another source topic, the same target partition
-    raw.send("moved", 0, split(batch(3, 4))[0], SOURCE)  # the handler sent this one elsewhere
+    raw.send("dst", 0, fetched(batch(0, 3)), SOURCE)
+    raw.send("dst", 0, fetched(batch(0, 2)), other)  # another source topic, the same target partition
+    raw.send("moved", 0, fetched(batch(3, 4)), SOURCE)  # the handler sent this one elsewhere
     raw.pump()  # each target partition's first batch is in flight
     renewed = renewing(raw)
     raw.drop_source(SOURCE)
