@@ -9,7 +9,7 @@ same brokers in the same run: the produce-only and consume-only limits of the Py
 Kafka's own MirrorMaker v1 (3.9, run as kafka-mirror-maker.sh runs it) and MirrorMaker 2
 (dedicated mode, tasks = streams); on both, the plain confluent-kafka loop; on Tansu,
 quix-streams' replicator. For each: records/s, MB/s, CPU seconds per GB (JVMs included) and
-peak RSS, medians of --runs runs; on Kafka, raw mode's goal row again with five times the records
+peak RSS, medians of --runs runs, run in rounds (one run of every row, then the next); on Kafka, raw mode's goal row again with five times the records
 (RAW_GOAL: ingest limit, record mode, raw mode), and raw mode against record mode on sources whose
 batches its record path takes (RECORD_PATH_SOURCES: a LogAppendTime and a compacted topic), and
 MirrorMaker 2's dedicated mode (DEDICATED: one mm2.properties with two flows, ours against Kafka's); then
@@ -588,10 +588,15 @@ class Bench:
         results = {}
         if rows and self.args.warmup:  # the first run after seeding is slower for every tool: not measured
             rows[0][1](brokers, topic, compression, count, f"{brokers.kind}-warmup")
-        for label, run in rows:
-            results[label] = summarize(
-                [run(brokers, topic, compression, count, f"{brokers.kind}-{re.sub(r'[^a-z0-9]+', '-', label.lower())}-{i}")
-                 for i in range(self.args.runs)], count, size)
+        # In rounds (run i of every row, then run i + 1), so that a slower stretch of the machine
+        # falls on every row alike rather than on the rows that ran during it.
+        runs: Dict[str, list] = {label: [] for label, _run in rows}
+        for i in range(self.args.runs):
+            for label, run in rows:
+                runs[label].append(run(brokers, topic, compression, count,
+                                       f"{brokers.kind}-{re.sub(r'[^a-z0-9]+', '-', label.lower())}-{i}"))
+        for label, _run in rows:
+            results[label] = summarize(runs[label], count, size)
             self._print(label, results[label])
         return results
 
