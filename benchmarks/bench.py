@@ -9,8 +9,9 @@ same brokers in the same run: the produce-only and consume-only limits of the Py
 Kafka's own MirrorMaker v1 (3.9, run as kafka-mirror-maker.sh runs it) and MirrorMaker 2
 (dedicated mode, tasks = streams); on both, the plain confluent-kafka loop; on Tansu,
 quix-streams' replicator. For each: records/s, MB/s, CPU seconds per GB (JVMs included) and
-peak RSS, medians of --runs runs, run in rounds (one run of every row, then the next); on Kafka, raw mode's goal row again with five times the records
-(RAW_GOAL: ingest limit, record mode, raw mode), and raw mode against record mode on sources whose
+peak RSS, medians of --runs runs, run in rounds (one run of every row, then the next); on Kafka,
+raw mode's goal row again with five times the records (RAW_GOAL: ingest limit, record mode, raw
+mode), and raw mode against record mode on sources whose
 batches its record path takes (RECORD_PATH_SOURCES: a LogAppendTime and a compacted topic), and
 MirrorMaker 2's dedicated mode (DEDICATED: one mm2.properties with two flows, ours against Kafka's); then
 the cost growth, a profile, results/latest.json, .md, .png and a row of results/history.md. The report states each goal of the

@@ -24,6 +24,8 @@ HEADER = struct.Struct(">qiibIhiqqqhii")
 HEADER_SIZE = HEADER.size  # 61
 _OFFSET_AND_LENGTH = struct.Struct(">qi")
 _CRC = struct.Struct(">I")
+_CRC_AT = 17
+_CRC_COVERS_FROM = 21  # the CRC covers the header from attributes on, and the records
 _LOG_OVERHEAD = 12  # baseOffset and batchLength precede what batchLength counts
 MAGIC_AT = 16
 
@@ -90,8 +92,8 @@ class Batch:
         came in is not held while the batch waits for the target."""
         header = bytes(self.data[self.start:self.start + HEADER_SIZE])
         records = bytes(self.data[self.start + HEADER_SIZE:self.end])
-        stored = _CRC.unpack_from(header, 17)[0]
-        computed = google_crc32c.extend(google_crc32c.value(header[21:]), records)
+        stored = _CRC.unpack_from(header, _CRC_AT)[0]
+        computed = google_crc32c.extend(google_crc32c.value(header[_CRC_COVERS_FROM:]), records)
         if computed != stored:
             raise CorruptBatch(f"CRC-32C stored {stored:#010x}, computed {computed:#010x}")
         # Built field by field: dataclasses.replace costs more than the CRC of a small batch.
@@ -141,12 +143,12 @@ def rewrite(batch: Batch, producer_id: int, producer_epoch: int, base_sequence: 
     if batch.payload is None:
         raise ValueError("only a checked batch is rewritten: its CRC is the base of the new one")
     fields = list(HEADER.unpack_from(batch.data, batch.start))
-    old_covered = batch.data[batch.start + 21:batch.start + HEADER_SIZE]
+    old_covered = batch.data[batch.start + _CRC_COVERS_FROM:batch.start + HEADER_SIZE]
     fields[0] = 0
     fields[2] = -1
     fields[5] &= ~_TRANSACTIONAL
     fields[9], fields[10], fields[11] = producer_id, producer_epoch, base_sequence
-    fields[4] = with_new_prefix(fields[4], old_covered, HEADER.pack(*fields)[21:], batch.payload)
+    fields[4] = with_new_prefix(fields[4], old_covered, HEADER.pack(*fields)[_CRC_COVERS_FROM:], batch.payload)
     return Parts((HEADER.pack(*fields), batch.payload))
 
 
