@@ -43,8 +43,8 @@ class CorruptBatch(Exception):
 class Batch:
     """One complete batch (or, magic 0/1, one legacy message set entry) inside ``data``.
 
-    ``payload``: the batch's records, copied out of ``data`` once its CRC was checked
-    (``checked``); the rewrite sends them as they are."""
+    ``crc_checked``: its records match the CRC the source stored (``checked``), which the
+    rewrite's new CRC is derived from."""
 
     data: bytes
     start: int
@@ -57,7 +57,7 @@ class Batch:
     producer_id: int = -1
     base_timestamp: int = -1
     max_timestamp: int = -1
-    payload: Optional[bytes] = None
+    crc_checked: bool = False
 
     @property
     def next_offset(self) -> int:
@@ -85,21 +85,17 @@ class Batch:
                         self.size, self.base_timestamp, self.max_timestamp)
 
     def checked(self) -> "Batch":
-        """This batch on its own, once its records match the CRC the source stored (over bytes 21
-        to the end): the rewrite gives the batch a new CRC (with a pass over its records when they
-        are small), which would make a corrupt batch valid on the target. The one copy of the
-        records before the socket is made here, with the header, so that the fetch answer they
-        came in is not held while the batch waits for the target."""
-        header = bytes(self.data[self.start:self.start + HEADER_SIZE])
-        records = bytes(self.data[self.start + HEADER_SIZE:self.end])
-        stored = _CRC.unpack_from(header, _CRC_AT)[0]
-        computed = google_crc32c.extend(google_crc32c.value(header[_CRC_COVERS_FROM:]), records)
+        """This batch, once its records match the CRC the source stored (over bytes 21 to the
+        end): the rewrite gives the batch a new CRC, which would make a corrupt batch valid on
+        the target. The CRC runs over a copy dropped at once (google_crc32c takes bytes, not a
+        view): a copy kept until the batch is sent, one per batch waiting for the target, took
+        fresh memory pages for every fetch and cost more than the CRC itself."""
+        stored = _CRC.unpack_from(self.data, self.start + _CRC_AT)[0]
+        computed = google_crc32c.value(bytes(self.data[self.start + _CRC_COVERS_FROM:self.end]))
         if computed != stored:
             raise CorruptBatch(f"CRC-32C stored {stored:#010x}, computed {computed:#010x}")
-        # Built field by field: dataclasses.replace costs more than the CRC of a small batch.
-        return Batch(header, 0, HEADER_SIZE + len(records), self.base_offset, self.last_offset, self.magic,
-                     self.attributes, self.record_count, self.producer_id, self.base_timestamp,
-                     self.max_timestamp, records)
+        self.crc_checked = True
+        return self
 
     def why_not_raw(self, max_bytes: Optional[int] = None) -> Optional[str]:
         """Why this batch cannot be forwarded as it is (the record path takes it), or None."""
@@ -140,16 +136,19 @@ def rewrite(batch: Batch, producer_id: int, producer_epoch: int, base_sequence: 
     transactional, our producer id, epoch and sequence, and its CRC changed to match. The
     records are kept as they are (same compression, same record count, same timestamps): the new
     header and the records, not joined (the request sends both pieces)."""
-    if batch.payload is None:
+    if not batch.crc_checked:
         raise ValueError("only a checked batch is rewritten: its CRC is the base of the new one")
-    fields = list(HEADER.unpack_from(batch.data, batch.start))
-    old_covered = batch.data[batch.start + _CRC_COVERS_FROM:batch.start + HEADER_SIZE]
+    data, start = batch.data, batch.start
+    fields = list(HEADER.unpack_from(data, start))
+    old_covered = data[start + _CRC_COVERS_FROM:start + HEADER_SIZE]
+    # The one copy of the records before the socket, kept until the target acknowledged them.
+    records = bytes(data[start + HEADER_SIZE:batch.end])
     fields[0] = 0
     fields[2] = -1
     fields[5] &= ~_TRANSACTIONAL
     fields[9], fields[10], fields[11] = producer_id, producer_epoch, base_sequence
-    fields[4] = with_new_prefix(fields[4], old_covered, HEADER.pack(*fields)[_CRC_COVERS_FROM:], batch.payload)
-    return Parts((HEADER.pack(*fields), batch.payload))
+    fields[4] = with_new_prefix(fields[4], old_covered, HEADER.pack(*fields)[_CRC_COVERS_FROM:], records)
+    return Parts((HEADER.pack(*fields), records))
 
 
 def committed(batches: Iterable[Batch], aborted: Iterable[Tuple[int, int]]) -> List[Tuple[Batch, bool]]:
