@@ -740,3 +740,20 @@ def test_a_transaction_the_coordinator_holds_in_another_state_makes_a_new_produc
                                        states=lambda transactional_id: "Ongoing")
     with pytest.raises(ProducerUnusable, match="in another state"):
         committer.commit({T0: 7})
+
+
+@pytest.mark.parametrize("given, expected", [({}, "20"), ({"retry.backoff.ms": "250"}, "250")])
+def test_the_transactional_producer_retries_a_busy_coordinator_soon_unless_told_otherwise(given, expected):
+    """Every transaction's first records wait while the last one's markers are written: a
+    librdkafka retry of 100 ms doubling to 1 s made each transaction wait most of a second."""
+    from dataclasses import replace
+
+    from mirror_maker.engine.exactly_once import transactional_conf
+
+    from .stream_parts import config
+
+    base = config()
+    conf = replace(base, exactly_once=True, producer={**base.producer, "message.timeout.ms": "300000", **given})
+    produced = transactional_conf(conf, 1)
+    assert produced["retry.backoff.ms"] == expected
+    assert produced["transactional.id"].endswith(".eos.1")
