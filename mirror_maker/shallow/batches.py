@@ -44,7 +44,9 @@ class Batch:
     """One complete batch (or, magic 0/1, one legacy message set entry) inside ``data``.
 
     ``crc_checked``: its records match the CRC the source stored (``checked``), which the
-    rewrite's new CRC is derived from."""
+    rewrite's new CRC is derived from. ``answer_share``: bytes of the fetch answer ``data`` this
+    batch keeps in memory besides its own (the answer's last forwarded batch carries what was not
+    forwarded, see ``share_answer``), counted as waiting for the target with it (``held``)."""
 
     data: bytes
     start: int
@@ -58,6 +60,7 @@ class Batch:
     base_timestamp: int = -1
     max_timestamp: int = -1
     crc_checked: bool = False
+    answer_share: int = 0
 
     @property
     def next_offset(self) -> int:
@@ -66,6 +69,10 @@ class Batch:
     @property
     def size(self) -> int:
         return self.end - self.start
+
+    @property
+    def held(self) -> int:
+        return self.end - self.start + self.answer_share
 
     @property
     def codec(self) -> str:
@@ -131,18 +138,34 @@ def split(data: bytes) -> List[Batch]:
     return batches
 
 
+def share_answer(batches: List[Batch], answer_size: int) -> None:
+    """What the batches forwarded from one fetch answer keep in memory: the answer itself, until
+    the last of them is acknowledged. An answer mostly skipped (aborted transactions, batches the
+    record path takes, a large partial last batch) gives its few forwarded batches copies of their
+    own instead, so that it is freed at once; otherwise its last forwarded batch carries the rest
+    of it, so that the buffer's bound counts every byte held."""
+    forwarded = sum(batch.size for batch in batches)
+    if not batches or forwarded == answer_size:
+        return
+    if 2 * forwarded < answer_size:
+        for batch in batches:
+            batch.data, batch.start, batch.end = bytes(batch.data[batch.start:batch.end]), 0, batch.size
+    else:
+        batches[-1].answer_share = answer_size - forwarded
+
+
 def rewrite(batch: Batch, producer_id: int, producer_epoch: int, base_sequence: int) -> Parts:
     """The checked batch as the target must receive it: base offset 0, no leader epoch, not
     transactional, our producer id, epoch and sequence, and its CRC changed to match. The
     records are kept as they are (same compression, same record count, same timestamps): the new
-    header and the records, not joined (the request sends both pieces)."""
+    header and a view of the records, not joined (the request sends both pieces)."""
     if not batch.crc_checked:
         raise ValueError("only a checked batch is rewritten: its CRC is the base of the new one")
     data, start = batch.data, batch.start
     fields = list(HEADER.unpack_from(data, start))
-    old_covered = data[start + _CRC_COVERS_FROM:start + HEADER_SIZE]
-    # The one copy of the records before the socket, kept until the target acknowledged them.
-    records = bytes(data[start + HEADER_SIZE:batch.end])
+    old_covered = bytes(data[start + _CRC_COVERS_FROM:start + HEADER_SIZE])
+    # Not copied: the fetch answer's bytes go to the socket as they are (share_answer).
+    records = memoryview(data)[start + HEADER_SIZE:batch.end]
     fields[0] = 0
     fields[2] = -1
     fields[5] &= ~_TRANSACTIONAL

@@ -18,9 +18,9 @@ import google_crc32c
 
 _POLY = 0x82F63B78  # CRC-32C (Castagnoli), bit-reflected as Kafka computes it
 _LEVELS = 31  # a batch's length is an int32
-#: Below this many bytes a pass over the freshly copied records costs less than the look-ups
+#: Below this many bytes a copy of the records and a pass over it cost less than the look-ups
 #: (which grow with the length's 1 bits).
-PASS_BELOW = 128 * 1024
+PASS_BELOW = 64 * 1024
 
 _Tables = List[List[int]]
 
@@ -72,13 +72,14 @@ def through_zeros(register: int, length: int) -> int:
     return register
 
 
-def with_new_prefix(crc: int, old_prefix: bytes, new_prefix: bytes, rest: bytes) -> int:
-    """The CRC-32C of ``new_prefix`` + ``rest``, given ``crc``, that of ``old_prefix`` + ``rest``
-    (the two prefixes are as long). Below PASS_BELOW bytes of ``rest`` a pass over it is cheaper
-    than the look-ups, and is made instead."""
+def with_new_prefix(crc: int, old_prefix: bytes, new_prefix: bytes, rest) -> int:
+    """The CRC-32C of ``new_prefix`` + ``rest`` (bytes or a view), given ``crc``, that of
+    ``old_prefix`` + ``rest`` (the two prefixes are as long). Below PASS_BELOW bytes of ``rest`` a
+    pass over a copy of it (google_crc32c takes bytes) is cheaper than the look-ups, and is made
+    instead."""
     if len(old_prefix) != len(new_prefix):
         raise ValueError(f"prefixes of {len(old_prefix)} and {len(new_prefix)} bytes")
     if len(rest) < PASS_BELOW:
-        return google_crc32c.extend(google_crc32c.value(new_prefix), rest)
+        return google_crc32c.extend(google_crc32c.value(new_prefix), bytes(rest))
     difference = google_crc32c.value(old_prefix) ^ google_crc32c.value(new_prefix)
     return crc ^ through_zeros(difference, len(rest))

@@ -19,7 +19,7 @@ from typing import Deque, Dict, List, Optional
 
 from ..errors import ClientFailed
 from ..records import RawBatch, TopicPartition
-from .batches import Batch, CorruptBatch, committed, split
+from .batches import Batch, CorruptBatch, committed, share_answer, split
 from .connections import FETCH_MAX_BYTES, MAX_FETCH_VERSION, Cluster, guarded
 
 log = logging.getLogger("mirror_maker.shallow")
@@ -236,13 +236,15 @@ class RawFetcher:
                     items.append(_range_of(tp, batch, reason))
             position = batch.next_offset
         queue = self.work[tp]
-        for item in _small_batches_as_ranges(items) if self._batch_backlogs else items:
+        items = _small_batches_as_ranges(items) if self._batch_backlogs else items
+        share_answer([item.batch for item in items if item.batch is not None], len(data))
+        for item in items:
             if item.records and item.reason != SMALL_BATCHES:  # (a backlog's ranges are cut to size)
                 _append_range(queue, item)
             else:
                 queue.append(item)
             if item.batch is not None:
-                self.buffered_bytes += item.batch.size
+                self.buffered_bytes += item.batch.held
                 self.buffered_batches += 1
             elif item.records:
                 self.buffered_batches += item.batches
@@ -279,7 +281,7 @@ class RawFetcher:
         """The stream handed this item on (its batch is the producer's now, or its range done):
         a range's batches count as buffered too, one description each, held until then."""
         if item.batch is not None:
-            self.buffered_bytes -= item.batch.size
+            self.buffered_bytes -= item.batch.held
             self.buffered_batches -= 1
         elif item.records:
             self.buffered_batches -= item.batches

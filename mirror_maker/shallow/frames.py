@@ -8,7 +8,7 @@ those reads). Here the transport reads each frame's size, then ``recv_into`` the
 and the parser decodes from a view of it: two copies, the socket's and the decoder's.
 
 Sending the other way, a ProduceRequest whose batches are ``Parts`` goes out as the chunks of
-``produce_request.encode``, each batch's records as the fetch answer held them, instead of
+``produce_request.encode``, each batch's records as the fetch answer holds them, instead of
 kafka-python's encoding into one buffer and its copy.
 
 These replace kafka-python's transports and parser for the connections its network client makes

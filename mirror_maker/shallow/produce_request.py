@@ -4,7 +4,7 @@ kafka-python encodes a request into one buffer and hands out a copy of it: with 
 join of the new batch header and the records, three copies of every byte the raw path sends
 before the socket's own (a profile of raw mode on 100 KB uncompressed records: a fifth of the
 stream thread's time in them). Here each batch stays two pieces, its rewritten 61-byte header and
-its records as the rewrite copied them (:class:`Parts`), and the request is those pieces with
+a view of its records in the fetch answer (:class:`Parts`), and the request is those pieces with
 the protocol's bytes between them, handed to the socket in one ``sendmsg`` (frames.py).
 
 Only version 9 is encoded here (the raw path's newest Produce version that names topics); a

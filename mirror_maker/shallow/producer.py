@@ -189,7 +189,7 @@ class RawProducer:
                 lane.track([topic])
             log_ = self._logs[(topic, partition)] = PartitionLog()
         log_.entries.append(Entry(batch, source))
-        self.queued_bytes += batch.size
+        self.queued_bytes += batch.held
         self.queued_batches += 1
 
     def busy(self, topic: str, partition: int) -> bool:
@@ -354,7 +354,7 @@ class RawProducer:
         while log_.entries and log_.entries[0].acked:
             entry = log_.entries.popleft()
             self.acked_records += entry.batch.record_count
-            self.queued_bytes -= entry.batch.size
+            self.queued_bytes -= entry.batch.held
             self.queued_batches -= 1
             if entry.batch.max_timestamp > 0:  # exact, per batch: the target acknowledged it now
                 self._metrics.batch_acknowledged(entry.source, now_ms - entry.batch.max_timestamp)
@@ -378,7 +378,7 @@ class RawProducer:
         log.error("%s (dropped; --abort.on.send.failure is false)", text)
         log_ = self._logs[key]
         log_.entries.remove(entry)
-        self.queued_bytes -= entry.batch.size
+        self.queued_bytes -= entry.batch.held
         self.queued_batches -= 1
         # The target did not append it: the batches behind it take its sequences.
         sequence = entry.sequence
@@ -416,7 +416,7 @@ class RawProducer:
         for log_ in self._logs.values():
             gone = [entry for entry in log_.entries if entry.source == source]
             if gone:
-                self.queued_bytes -= sum(entry.batch.size for entry in gone)
+                self.queued_bytes -= sum(entry.batch.held for entry in gone)
                 self.queued_batches -= len(gone)
                 log_.entries = deque(entry for entry in log_.entries if entry.source != source)
                 self._renew = True

@@ -71,7 +71,7 @@ def test_rewrite_sets_our_producer_fields_keeps_the_records_and_a_valid_crc():
     assert DefaultRecordBatch(bytearray(rewritten)).validate_crc()
 
 
-@pytest.mark.parametrize("records", [3, 1400])  # 1400 x 100 B: past PASS_BELOW, the CRC is derived
+@pytest.mark.parametrize("records", [3, 700])  # 700 x 100 B: past PASS_BELOW, the CRC is derived
 def test_rewrite_of_a_batch_built_by_kafka_python_gives_a_crc_kafka_python_accepts(records):
     import random
 
@@ -84,7 +84,7 @@ def test_rewrite_of_a_batch_built_by_kafka_python_gives_a_crc_kafka_python_accep
     for offset in range(records):
         builder.append(offset, 1700000000000 + offset, b"k%d" % offset, draw.randbytes(100), [])
     (parsed,) = split(bytes(builder.build()))
-    assert (parsed.size - HEADER_SIZE >= PASS_BELOW) == (records == 1400)
+    assert (parsed.size - HEADER_SIZE >= PASS_BELOW) == (records == 700)
     for producer_id, epoch, sequence in ((9, 1, 100), (9, 2, 0), (123456789, 0, 2**31 - 701)):
         rewritten = rewrite(parsed.checked(), producer_id, epoch, sequence).joined()
         fields = HEADER.unpack_from(rewritten)

@@ -293,8 +293,9 @@ def test_an_answer_for_a_position_that_moved_meanwhile_is_dropped():
 def test_a_refetch_drops_the_queue_and_its_buffered_bytes_and_asks_again_from_the_position():
     raw, source = fetcher()
     raw.fetch(0)
-    source.answer(0, batch(0, 2, last_delta=3) + batch(4, 3))  # a range, then a batch
-    assert raw.buffered_bytes == len(batch(4, 3))
+    answer = batch(0, 2, last_delta=3) + batch(4, 3)  # a range, then a batch
+    source.answer(0, answer)
+    assert raw.buffered_bytes == len(answer)  # the batch keeps its answer, the range's bytes too
     raw.refetch(TP, 0)  # the record path could not finish the range
     assert raw.buffered_bytes == 0 and not raw.work[TP] and raw.positions[TP] == 0
     raw.fetch(0)
@@ -302,3 +303,25 @@ def test_a_refetch_drops_the_queue_and_its_buffered_bytes_and_asks_again_from_th
     raw.forget(TP)
     raw.refetch(TP, 5)  # revoked meanwhile: nothing to drop, nothing to fetch
     assert TP not in raw.positions and TP not in raw.work
+
+
+def test_what_waits_for_the_target_counts_every_byte_of_the_answers_its_batches_keep():
+    """A forwarded batch is sent from its fetch answer: the answer's other bytes count with its
+    last forwarded batch until that one is acknowledged; an answer mostly skipped (an aborted
+    transaction) gives its batches copies instead, freed with them."""
+    raw, source = fetcher()
+    raw.fetch(0)
+    dense = batch(0, 3) + batch(3, 3) + batch(6, 1, attributes=0x30, producer_id=9)[:40]  # a partial last one
+    source.answer(0, dense)
+    kept = [item.batch for item in raw.work[TP]]
+    assert [b.data is kept[0].data for b in kept] == [True, True]
+    assert raw.buffered_bytes == sum(b.held for b in kept) == len(dense)
+    while raw.work[TP]:
+        raw.taken(raw.work[TP].popleft())
+    assert raw.buffered_bytes == 0
+
+    raw.fetch(0)
+    aborted = b"".join(batch(7 + i, 1, attributes=0x10, producer_id=5) for i in range(20)) + batch(27, 1)
+    source.answer(1, aborted, aborted=[(5, 7)])
+    (kept,) = [item.batch for item in raw.work[TP] if item.batch is not None]
+    assert kept.data == batch(27, 1) and kept.held == len(batch(27, 1)) == raw.buffered_bytes
