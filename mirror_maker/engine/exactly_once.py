@@ -356,11 +356,13 @@ def transactional_conf(config, index: int) -> Dict[str, str]:
     # handles; send_offsets_to_transaction then waited on the group coordinator's old handle for
     # ever, past its timeout (https://github.com/confluentinc/librdkafka/issues/5456, /5511).
     conf.setdefault("metadata.recovery.strategy", "none")
-    # Each transaction's first records and its offsets are refused (CONCURRENT_TRANSACTIONS) until
-    # the coordinator has written the last one's markers, and retried after retry.backoff.ms,
-    # doubling up to 1 s: Java's producer retries these after 20 ms (KAFKA-5477), librdkafka only
-    # has the one setting for every retry.
-    conf.setdefault("retry.backoff.ms", "20")
+    # send_offsets_to_transaction (AddOffsetsToTxn) and the commit (EndTxn) are refused while the
+    # coordinator still writes the step before (CONCURRENT_TRANSACTIONS), and retried after
+    # retry.backoff.ms, doubling up to 1 s; librdkafka retries AddPartitionsToTxn after 20 ms
+    # already. The shorter backoff also shortens produce retries: not where `retries` is finite,
+    # which it would run out sooner.
+    if not any(key in conf for key in ("retries", "message.send.max.retries")):
+        conf.setdefault("retry.backoff.ms", "20")
     # librdkafka: a record's delivery timeout must fit in its transaction's.
     conf["message.timeout.ms"] = str(min(int(conf["message.timeout.ms"]), int(conf["transaction.timeout.ms"])))
     return conf
