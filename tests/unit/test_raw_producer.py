@@ -301,3 +301,20 @@ def test_a_renewal_waits_for_its_answer_without_blocking_and_asks_again_after_a_
     ids.answer()
     raw.pump()
     assert not raw._renew and raw.producer_id == 9 and target.carried(0) == [(0, 0, 3)]
+
+
+def test_a_batch_counts_the_part_of_its_fetch_answer_it_keeps_until_acknowledged():
+    """Sent from its fetch answer, a batch keeps the answer in memory: what the answer's last
+    forwarded batch carries of it counts as waiting for the target, as the batch does."""
+    raw, target, _state, _metrics = producer()
+    answer = batch(0, 3) + batch(3, 2)
+    first, second = (b.checked() for b in split(answer))
+    second.answer_share = 40  # what its answer held besides the two batches
+    raw.send("dst", 0, first, SOURCE)
+    raw.send("dst", 0, second, SOURCE)
+    assert raw.queued_bytes == len(answer) + 40
+    raw.pump()
+    target.answer(0)
+    raw.pump()
+    target.answer(1)
+    assert raw.acked_records == 5 and raw.queued_bytes == 0
