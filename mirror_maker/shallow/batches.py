@@ -72,7 +72,7 @@ class Batch:
 
     @property
     def held(self) -> int:
-        return self.end - self.start + self.answer_share
+        return self.size + self.answer_share
 
     @property
     def codec(self) -> str:
