@@ -23,12 +23,12 @@ import itertools
 import logging
 import ssl
 import struct
-from typing import List, Optional, Tuple
+from typing import Dict, List, Optional, Tuple
 
 import kafka
 import kafka.errors as errors
 from kafka.net import connection, manager, transport
-from kafka.protocol.metadata import FindCoordinatorResponse
+from kafka.protocol.api_message import ApiMessage
 from kafka.protocol.parser import KafkaProtocol
 
 from . import produce_request
@@ -186,22 +186,50 @@ class FrameParser(KafkaProtocol):
         if not self.in_flight_requests:
             raise errors.CorrelationIdError("No in-flight-request found for server response")
         header = self.in_flight_requests.popleft()
-        response_type = header.get_response_class()
-        if response_type is None:
-            raise errors.KafkaProtocolError(
-                f"Unable to find response type for api {header.api_key} v{header.api_version}")
-        view = memoryview(frame)
-        reader = _HeaderReader(view)
-        received = response_type.parse_header(reader).correlation_id
-        quirk = (received == 0 and header.correlation_id != 0 and response_type is FindCoordinatorResponse
-                 and header.api_version == 0)  # Kafka 0.8.2, as kafka-python allows
-        if received != header.correlation_id and not quirk:
-            raise errors.CorrelationIdError(
-                f"Correlation IDs do not match: sent {header.correlation_id}, recv {received}")
+        api_key, version = header.request_api_key, header.request_api_version
         try:
+            response_type = response_class(api_key)[version]
+            view = memoryview(frame)
+            reader = _HeaderReader(view)
+            received = response_type.parse_header(reader).correlation_id
+            if received != header.correlation_id:
+                raise errors.CorrelationIdError(
+                    f"Correlation IDs do not match: sent {header.correlation_id}, recv {received}")
             return header.correlation_id, response_type.decode(view[reader.pos:])
-        except (ValueError, struct.error, IndexError):
-            raise errors.KafkaProtocolError("Unable to decode response") from None
+        except errors.KafkaProtocolError:
+            raise
+        except Exception as exc:
+            # kafka-python's transport closes the connection on a KafkaProtocolError only: any
+            # other error ended its reading task and left the connection open with no answers.
+            log.error("raw path: cannot decode the answer to API %d v%d (%d bytes): %r",
+                      api_key, version, len(frame), exc)
+            raise errors.KafkaProtocolError(f"Unable to decode the answer to API {api_key} v{version}") from exc
+
+
+def _response_classes() -> Dict[int, type]:
+    """kafka-python's response classes by API key, held here.
+
+    Its own registry holds weak proxies, and one was found dead in a raw mirror that then failed
+    every answer from its start (``ReferenceError`` in ``get_response_class``); these classes are
+    never collected while this module holds them. ``import kafka`` defined them all."""
+    classes: Dict[int, type] = {}
+    pending = list(ApiMessage.__subclasses__())
+    while pending:
+        cls = pending.pop()
+        pending.extend(cls.__subclasses__())
+        if getattr(cls, "_class_version", None) is None and not cls.is_request():
+            classes.setdefault(cls.API_KEY, cls)
+    return classes
+
+
+_RESPONSES = _response_classes()
+
+
+def response_class(api_key: int):
+    try:
+        return _RESPONSES[api_key]
+    except KeyError:
+        raise errors.KafkaProtocolError(f"kafka-python has no response type for API {api_key}") from None
 
 
 def installed() -> bool:

@@ -106,6 +106,47 @@ def test_an_answer_to_another_request_is_refused():
         parser.receive_bytes([bytearray(fetch_answer(correlation_id + 1)[4:])])
 
 
+def dead_proxy():
+    """A weak proxy whose class is gone, as one of kafka-python's registry entries was."""
+    import gc
+    import weakref
+
+    class Gone:
+        pass
+
+    proxy = weakref.proxy(Gone)
+    del Gone
+    gc.collect()
+    return proxy
+
+
+def test_a_dead_entry_in_kafka_pythons_response_registry_does_not_stop_the_decoding(monkeypatch):
+    from kafka.protocol.api_header import ResponseClassRegistry
+
+    monkeypatch.setitem(ResponseClassRegistry._response_class_registry, FetchResponse.API_KEY, dead_proxy())
+    parser = frames.FrameParser(client_id="t")
+    correlation_id = a_fetch(parser)
+    [(got_id, answer)] = parser.receive_bytes([bytearray(fetch_answer(correlation_id)[4:])])
+    assert got_id == correlation_id and answer.responses[0].partitions[0].high_watermark == 42
+
+
+@pytest.mark.parametrize("broken", ["dead class", "truncated"])
+def test_an_answer_that_cannot_be_decoded_is_a_protocol_error_logged_once(monkeypatch, caplog, broken):
+    """kafka-python's transport closes the connection on a KafkaProtocolError only; any other
+    error stopped its reading and left the connection open, unanswered, for good."""
+    parser = frames.FrameParser(client_id="t")
+    correlation_id = a_fetch(parser)
+    frame = bytearray(fetch_answer(correlation_id)[4:])
+    if broken == "dead class":
+        monkeypatch.setitem(frames._RESPONSES, FetchResponse.API_KEY, dead_proxy())
+    else:
+        frame = frame[:100]
+    with pytest.raises(errors.KafkaProtocolError, match="API 1 v12"):
+        parser.receive_bytes([frame])
+    assert [record.levelname for record in caplog.records] == ["ERROR"]
+    assert "cannot decode the answer to API 1 v12" in caplog.text
+
+
 def test_the_pinned_kafka_python_gets_the_frame_reading():
     """setup.cfg pins kafka-python; a new pin must be checked against these subclasses (the
     internals they follow are not an API) before SUPPORTED_VERSION follows it."""
