@@ -39,14 +39,19 @@ _RETRY_LINES = ("Connection failed:", "Connection lost:", "Bootstrap connection 
 _last_failure = threading.local()
 
 
+def describe(exc: BaseException) -> str:
+    """An error as ``Type: message`` (kafka-python's errors already start with their type)."""
+    name, text = type(exc).__name__, str(exc)
+    return text if text.startswith(name) else f"{name}: {text}"
+
+
 def _not_a_retry(record: logging.LogRecord) -> bool:
     message = record.getMessage()
     if not any(line in message for line in _RETRY_LINES):
         return True
     reason = next((arg for arg in record.args or () if isinstance(arg, BaseException)), None)
-    if reason is not None:  # kafka-python's errors name their type themselves
-        name = type(reason).__name__
-        _last_failure.reason = str(reason) if str(reason).startswith(name) else f"{name}: {reason}"
+    if reason is not None:
+        _last_failure.reason = describe(reason)
     return logging.getLogger().isEnabledFor(logging.DEBUG)
 
 
@@ -63,6 +68,8 @@ WAIT_STEP_MS = 100
 #: While a cluster cannot be reached at start-up, when that is logged first, then how often.
 UNREACHABLE_FIRST_LOG_S = 3.0
 UNREACHABLE_LOG_EVERY_S = 10.0
+#: Answers in a row that cannot be decoded before the run fails: a retry reads the same bytes.
+UNDECODED_LIMIT = 3
 _SASL = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 
 
@@ -147,6 +154,7 @@ class Cluster:
         self._topics: set = set()
         self._seen: set = set()  # tracked topics the metadata had
         self._missing: set = set()  # of those, the ones it lacks now, already logged
+        self._undecoded, self._last_undecoded = 0, None  # answers in a row not decoded, and the last error
 
     def connect(self, topics: Iterable[str] = (), meanwhile: Optional[Callable[[], None]] = None) -> bool:
         """Bootstrap; the metadata of ``topics`` comes with it. A topic tracked only afterwards
@@ -275,7 +283,27 @@ class Cluster:
 
     def send(self, node: int, request):
         """Send a request; the returned future resolves while the selector is polled."""
-        return self.client.send(node, request)
+        future = self.client.send(node, request)
+        future.add_both(self._answered)
+        return future
+
+    def _answered(self, result) -> None:
+        """Count the answers in a row that could not be decoded (a closed connection fails every
+        request in flight on it with one error: counted once) and fail the run at the limit."""
+        from .frames import AnswerNotDecoded
+
+        if not isinstance(result, AnswerNotDecoded):
+            if not isinstance(result, BaseException):
+                self._undecoded, self._last_undecoded = 0, None
+            return
+        if result is self._last_undecoded:
+            return
+        self._undecoded, self._last_undecoded = self._undecoded + 1, result
+        if self._undecoded >= UNDECODED_LIMIT and self._state is not None:
+            from ..errors import ClientFailed
+
+            self._state.fail(ClientFailed(f"raw path: {self._undecoded} answers in a row from the {self.side} "
+                                          f"cluster could not be decoded; the last: {result}"))
 
     def close(self) -> None:
         # Only this client's connections: the selector is shared and closed by its owner.

@@ -30,8 +30,10 @@ import kafka.errors as errors
 from kafka.net import connection, manager, transport
 from kafka.protocol.api_message import ApiMessage
 from kafka.protocol.parser import KafkaProtocol
+from kafka.protocol.sasl import SaslBytesResponse
 
 from . import produce_request
+from .connections import describe
 from .produce_request import Chunks
 
 log = logging.getLogger("mirror_maker.shallow")
@@ -183,27 +185,35 @@ class FrameParser(KafkaProtocol):
         return [self._decode(frame) for frame in frames]
 
     def _decode(self, frame: bytearray):
-        if not self.in_flight_requests:
-            raise errors.CorrelationIdError("No in-flight-request found for server response")
-        header = self.in_flight_requests.popleft()
-        api_key, version = header.request_api_key, header.request_api_version
+        api = "?"
         try:
-            response_type = response_class(api_key)[version]
+            if not self.in_flight_requests:
+                raise errors.CorrelationIdError("No in-flight-request found for server response")
+            header = self.in_flight_requests.popleft()
             view = memoryview(frame)
+            if isinstance(header, SaslBytesResponse):  # SASL before SaslAuthenticate: bytes as they are
+                return header.correlation_id, header.decode(_HeaderReader(view))
+            api = f"{header.request_api_key} v{header.request_api_version}"
+            response_type = response_class(header.request_api_key)[header.request_api_version]
             reader = _HeaderReader(view)
             received = response_type.parse_header(reader).correlation_id
             if received != header.correlation_id:
                 raise errors.CorrelationIdError(
                     f"Correlation IDs do not match: sent {header.correlation_id}, recv {received}")
             return header.correlation_id, response_type.decode(view[reader.pos:])
-        except errors.KafkaProtocolError:
-            raise
         except Exception as exc:
             # kafka-python's transport closes the connection on a KafkaProtocolError only: any
-            # other error ended its reading task and left the connection open with no answers.
-            log.error("raw path: cannot decode the answer to API %d v%d (%d bytes): %r",
-                      api_key, version, len(frame), exc)
-            raise errors.KafkaProtocolError(f"Unable to decode the answer to API {api_key} v{version}") from exc
+            # other error ended its reading task and left the connection open, unanswered, until
+            # the requests timed out; and kafka-python's own line for a closed connection is
+            # shown only at DEBUG (``connections._RETRY_LINES``).
+            log.error("raw path: %s: cannot decode the answer to API %s (%d bytes): %s",
+                      self._ident, api, len(frame), describe(exc))
+            raise AnswerNotDecoded(f"{self._ident}: the answer to API {api}: {describe(exc)}") from exc
+
+
+class AnswerNotDecoded(errors.KafkaProtocolError):
+    """A broker's answer this client cannot read: its connection is closed, and a cluster whose
+    answers keep failing so fails the run (``Cluster``), as no retry reads them."""
 
 
 def _response_classes() -> Dict[int, type]:
@@ -229,7 +239,7 @@ def response_class(api_key: int):
     try:
         return _RESPONSES[api_key]
     except KeyError:
-        raise errors.KafkaProtocolError(f"kafka-python has no response type for API {api_key}") from None
+        raise LookupError(f"kafka-python has no response type for API {api_key}") from None
 
 
 def installed() -> bool:

@@ -461,9 +461,9 @@ def test_every_acked_record_is_mirrored_in_order(failures, mode):
         where: Dict[int, List[int]] = {}
         for value in missing:
             partition, offset = failures.positions[value]
-            where.setdefault(partition, []).append(-1 if offset is None else offset)
+            where.setdefault(partition, []).append(-1 if offset is None else offset)  # acked, offset not known
         spans = ", ".join(f"partition {p}: {len(o)} between offsets {min(o)} and {max(o)}"
-                          for p, o in sorted(where.items())) + " (-1: an offset not known)"
+                          for p, o in sorted(where.items()))
         problems.append(f"{len(missing)} of {len(failures.acked)} acked records are not on {mirror.target_topic} "
                         f"({lost} of them below the committed offsets; {spans}), e.g. {missing[:3]}")
     allowed = 0 if mode.exactly_once else int(DUPLICATES_AT_MOST * len(failures.acked))

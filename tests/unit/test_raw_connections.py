@@ -158,3 +158,22 @@ def test_the_broker_answers_a_produce_before_the_client_gives_up_and_a_returned_
     finally:
         for lane in lanes:
             lane.close()
+
+
+def test_answers_that_cannot_be_decoded_fail_the_run_at_the_limit(away):
+    """A retry reads the same bytes: the third undecodable answer in a row fails the run with one
+    line; the requests a closed connection fails with one error count once, and an answer read
+    in between starts the count again (a connection lost does not)."""
+    from mirror_maker.shallow.frames import AnswerNotDecoded
+
+    cluster, state = away.cluster, away.state
+    first = AnswerNotDecoded("node=1[h:9092]: the answer to API 1 v12: ReferenceError: gone")
+    for result in (first, first, first, AnswerNotDecoded("again"), object()):  # one connection's requests, then an answer
+        cluster._answered(result)
+    for result in (AnswerNotDecoded("one"), ConnectionError("lost"), AnswerNotDecoded("two")):
+        cluster._answered(result)
+    assert state.failure is None
+    cluster._answered(AnswerNotDecoded("node=2[h:9092]: the answer to API 0 v9: three"))
+    assert isinstance(state.failure, ClientFailed)
+    assert str(state.failure) == ("raw path: 3 answers in a row from the target cluster could not be decoded; "
+                                  "the last: AnswerNotDecoded: node=2[h:9092]: the answer to API 0 v9: three")

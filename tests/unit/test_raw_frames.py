@@ -102,8 +102,18 @@ def test_the_parser_decodes_a_frame_as_kafka_pythons_own_parser_does():
 def test_an_answer_to_another_request_is_refused():
     parser = frames.FrameParser(client_id="t")
     correlation_id = a_fetch(parser)
-    with pytest.raises(errors.CorrelationIdError):
+    with pytest.raises(frames.AnswerNotDecoded, match="Correlation IDs do not match"):
         parser.receive_bytes([bytearray(fetch_answer(correlation_id + 1)[4:])])
+
+
+def test_a_sasl_v0_token_comes_back_as_its_bytes():
+    """SASL on a broker before SaslAuthenticate (Kafka 0.11): the tokens go unframed by any API."""
+    from kafka.protocol.sasl import SaslBytesRequest
+
+    parser = frames.FrameParser(client_id="t")
+    parser.send_request(SaslBytesRequest(b"\x00user\x00secret"))
+    [(_correlation_id, answer)] = parser.receive_bytes([bytearray(b"server-final")])
+    assert answer.auth_bytes == b"server-final"
 
 
 def dead_proxy():
