@@ -143,7 +143,7 @@ def test_a_dead_entry_in_kafka_pythons_response_registry_does_not_stop_the_decod
 @pytest.mark.parametrize("broken", ["dead class", "truncated"])
 def test_an_answer_that_cannot_be_decoded_is_a_protocol_error_logged_once(monkeypatch, caplog, broken):
     """kafka-python's transport closes the connection on a KafkaProtocolError only; any other
-    error stopped its reading and left the connection open, unanswered, for good."""
+    error stopped its reading and left the connection open, unanswered, until its requests timed out."""
     parser = frames.FrameParser(client_id="t")
     correlation_id = a_fetch(parser)
     frame = bytearray(fetch_answer(correlation_id)[4:])
