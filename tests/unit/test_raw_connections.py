@@ -168,7 +168,8 @@ def test_answers_that_cannot_be_decoded_fail_the_run_at_the_limit(away):
 
     cluster, state = away.cluster, away.state
     first = AnswerNotDecoded("node=1[h:9092]: the answer to API 1 v12: ReferenceError: gone")
-    for result in (first, first, first, AnswerNotDecoded("again"), object()):  # one connection's requests, then an answer
+    # One connection's requests, then another answer not decoded, then one decoded.
+    for result in (first, first, first, AnswerNotDecoded("again"), object()):
         cluster._answered(result)
     for result in (AnswerNotDecoded("one"), ConnectionError("lost"), AnswerNotDecoded("two")):
         cluster._answered(result)
