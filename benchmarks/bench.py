@@ -65,6 +65,7 @@ sys.path.insert(0, str(HERE))
 
 from brokers import KINDS, PARTITIONS, Brokers  # noqa: E402
 from cpu_split import CpuSplit, thread_shares  # noqa: E402
+from goals import copy_label  # noqa: E402
 from mirror_maker.embedded import die_with_parent  # noqa: E402
 
 WORKLOADS = [(100, 1_000_000), (1000, 200_000), (102400, 2_000)]
@@ -502,7 +503,8 @@ class Bench:
             for size, count in workloads:
                 for compression in self.args.compressions.split(","):
                     section["workloads"].append(self.workload(brokers, size, self.backlog(brokers, size, compression,
-                                                                                          count), compression))
+                                                                                          count), compression,
+                                                              limits=self.args.limits))
             if kind == "kafka" and self.args.pinned:
                 section["pinned"] = self.pinned(brokers)
             if kind == "kafka" and self.args.raw_goal:
@@ -578,9 +580,12 @@ class Bench:
         brokers.create_topic(brokers.source.bootstrap, topic)
         seed(brokers.source.bootstrap, [topic], size, count, compression)
         for mode in limits:
-            row["results"][LIMIT_LABELS[mode]] = self._limit(mode, brokers, size, count, compression,
-                                                             None if mode == "produce" else topic)
+            if mode != "copy":
+                row["results"][LIMIT_LABELS[mode]] = self._limit(mode, brokers, size, count, compression,
+                                                                 None if mode == "produce" else topic)
         rows = self.rows(brokers.kind, self.args.streams) if rows is None else rows
+        if "copy" in limits:  # in the rounds: the yardstick of the stream rows, drift alike
+            rows = self._copy_rows(size, self.args.streams) + rows
         row["results"].update(self._run_rows(brokers, topic, compression, count, size, rows))
         brokers.delete_topic(brokers.source.bootstrap, topic)  # tens of GB with the steady backlogs
         return row
@@ -617,9 +622,8 @@ class Bench:
             brokers.create_topic(brokers.source.bootstrap, topic)
             seed(brokers.source.bootstrap, [topic], size, count, compression)
             row = {"record_bytes": size, "records": count, "compression": compression, "results": {}}
-            row["results"][LIMIT_LABELS["copy"]] = self._limit("copy", brokers, size, count, compression, topic,
-                                                               prefix=core)
-            rows = [(f"mirror, --num.streams {n}", self._ours(n, prefix=core)) for n in (1, 2, 4)]
+            rows = self._copy_rows(size, (1, 2, 4), prefix=core)
+            rows += [(f"mirror, --num.streams {n}", self._ours(n, prefix=core)) for n in (1, 2, 4)]
             row["results"].update(self._run_rows(brokers, topic, compression, count, size, rows))
             brokers.delete_topic(brokers.source.bootstrap, topic)
             return row
@@ -733,24 +737,38 @@ class Bench:
 
     # -- what is measured ------------------------------------------------------------------
 
-    def _limit(self, mode, brokers, size, count, compression, topic=None, prefix=()) -> dict:
-        broker = brokers.target if mode == "produce" else brokers.source
+    def _copy_rows(self, size: int, streams, prefix=()) -> List[tuple]:
+        """The copy loop in one thread and in as many as each row of more streams (``--threads``)."""
+        return [(copy_label(n), self._limit_run("copy", size, prefix=prefix, threads=n))
+                for n in sorted({1, *streams})]
 
-        def once(i):
-            name = topic or f"limit-{size}-{compression}-{i}-{time.time_ns()}"
+    def _limit(self, mode, brokers, size, count, compression, topic=None) -> dict:
+        """limit.py's ``mode``, --runs times in a row, before a workload's rows."""
+        run = self._limit_run(mode, size)
+        result = summarize([run(brokers, topic, compression, count, f"limit-{mode}-{i}") for i in range(self.args.runs)],
+                           count, size)
+        self._print(LIMIT_LABELS[mode], result)
+        return result
+
+    def _limit_run(self, mode, size, prefix=(), threads=1):
+        """limit.py's ``mode`` as a row's run (``topic`` None: a topic of its own)."""
+        def run(brokers, topic, compression, count, tag):
+            broker = brokers.target if mode == "produce" else brokers.source
+            name = topic or f"limit-{size}-{compression}-{time.time_ns()}"
             if mode == "produce":
                 brokers.create_topic(broker.bootstrap, name)
             if mode in ("ingest", "copy"):
                 brokers.fresh_target(name)
             command = [*prefix, sys.executable, str(HERE / "limit.py"), mode, broker.bootstrap, name, str(count),
-                       str(size), "--compression", compression, "--target", brokers.target.bootstrap]
+                       str(size), "--compression", compression, "--target", brokers.target.bootstrap,
+                       "--threads", str(threads)]
             # The limits that write to the target are timed there, as the mirrors are (the same
             # watcher's load on the machine and the target); their own window is a bound only.
             watched = self._steady(brokers) and mode in WATCHED_LIMITS
             if self._steady(brokers):
                 spare = self.args.settle + WATCHED_LIMIT_SPARE_S if watched else 0
                 command += ["--seconds", str(self.args.window + spare), "--settle", str(self.args.settle)]
-            sample = measure(command, self.work / f"limit-{mode}-{i}.log", cpu=split_with_brokers(brokers),
+            sample = measure(command, self.work / f"{tag}.log", cpu=split_with_brokers(brokers),
                              watch=(lambda: brokers.end_offsets(name)) if watched else None, expected=count,
                              window=self._window(brokers) if watched else None)
             lines = sample["log"].read_text(errors="replace").strip().splitlines()
@@ -767,9 +785,7 @@ class Bench:
                 sample["cpu_split"].update(thread_shares(inner["running_s"], inner["waiting_s"], inner["seconds"]))
             sample["ok"] = sample["exit"] == 0
             return sample
-        result = summarize([once(i) for i in range(self.args.runs)], count, size)
-        self._print(LIMIT_LABELS[mode], result)
-        return result
+        return run
 
     def _timed(self, brokers: Brokers, topic: str, count: int, command, tag: str, *, self_exit: bool,
                whole_tree: bool = False, env=None) -> dict:
@@ -955,6 +971,8 @@ def main() -> None:
     parser.add_argument("--no-pinned", dest="pinned", action="store_false",
                         help="skip the streams with the brokers and the tool on a core each (taskset)")
     parser.add_argument("--only", default=None, help="a regex: only the rows whose label matches (limits always)")
+    parser.add_argument("--limits", type=lambda s: [x for x in s.split(",") if x], default=list(LIMIT_LABELS),
+                        help=f"the limits of each workload, of {','.join(LIMIT_LABELS)}")
     parser.add_argument("--peers-python", default=None,
                         help="a Python with quixstreams installed (make bench: .venv-peers); quix skipped without")
     parser.add_argument("--baseline", default=None,
@@ -993,6 +1011,7 @@ def main() -> None:
 
     partial = bool(args.only or args.sizes != parser.get_default("sizes") or args.quick or args.skip_growth
                    or args.skip_profile or not args.dedicated or not args.pinned or args.count is not None
+                   or args.limits != parser.get_default("limits")
                    or args.brokers != parser.get_default("brokers"))
     paths = write_report(report, HERE / "results", partial)
     print(f"\nwritten: {', '.join(str(p.relative_to(ROOT)) for p in paths)} in {report['minutes']} min")

@@ -5,14 +5,15 @@
 * copy: the fastest faithful copy this client makes in one thread: consume -> produce of each
   record's key, value, timestamp and headers to the same topic on TARGET, with the mirror's own
   client defaults and nothing else (no handler, metrics or commits): what the mirror's record
-  mode is set against to see what its own work costs;
+  mode is set against to see what its own work costs; with ``--threads N``, N such loops in one
+  process into one producer: what the mirror's streams are set against;
 * ingest: the target broker's own ingest limit for the source's batches as they are: every batch
   of the topic is fetched into memory first (not timed), then produced to TARGET as whole
   batches (the raw path's idempotent producer), timed until the target acknowledged them all.
 
     python limit.py produce BOOTSTRAP TOPIC COUNT SIZE [--compression lz4]
     python limit.py consume BOOTSTRAP TOPIC COUNT
-    python limit.py copy SOURCE TOPIC COUNT --target TARGET [--compression lz4]
+    python limit.py copy SOURCE TOPIC COUNT --target TARGET [--compression lz4] [--threads N]
     python limit.py ingest SOURCE TOPIC COUNT --target TARGET
 
 With ``--seconds S`` (and ``--settle X``) a mode runs for X + S seconds, or until COUNT records,
@@ -28,6 +29,7 @@ import argparse
 import json
 import os
 import signal
+import threading
 import time
 
 from confluent_kafka import Consumer, KafkaError, Producer
@@ -133,39 +135,63 @@ def consume(args) -> float:
 
 
 def copy(args) -> float:
+    """The copy loop; with ``--threads N``, N such loops in one process, each with its own consumer
+    and a share of the partitions, into one producer (as the mirror's streams are): what threads
+    of this client gain or lose against one, whatever the mirror does."""
     _import_the_mirror()
     from mirror_maker.config.client_conf import CONSUMER_DEFAULTS, PRODUCER_DEFAULTS
 
-    partitions = _partition_count(args.bootstrap, args.topic)
-    consumer = Consumer({**CONSUMER_DEFAULTS, "bootstrap.servers": args.bootstrap, "group.id": "limit-copy",
-                         "enable.partition.eof": False})
+    partitions = range(_partition_count(args.bootstrap, args.topic))
     producer = Producer({**PRODUCER_DEFAULTS, "bootstrap.servers": args.target, "compression.type": args.compression,
                          "message.max.bytes": 10000000})
-    produce = producer.produce
-    consumer.assign([TopicPartition(args.topic, p, 0) for p in range(partitions)])
-    done = 0
+    shares = [[TopicPartition(args.topic, p, 0) for p in partitions[i::args.threads]] for i in range(args.threads)]
+    consumers = [Consumer({**CONSUMER_DEFAULTS, "bootstrap.servers": args.bootstrap, "group.id": "limit-copy",
+                           "enable.partition.eof": False}) for _ in shares]
+    copied = [0] * args.threads
+    thread_times = [(0.0, 0.0)] * args.threads
+    ended = threading.Event()
+
+    def loop(i: int) -> None:
+        consumer, produce = consumers[i], producer.produce
+        consumer.assign(shares[i])
+        began = own_thread_times()
+        while not ended.is_set() and sum(copied) < args.count:
+            if i == 0 and not LOOP.running(sum(copied) - len(producer)):
+                STEADY.update(LOOP.steady(sum(copied) - len(producer)))
+                ended.set()
+                break
+            for msg in consumer.consume(max(1, min(500, args.count - sum(copied))), 1.0):
+                if msg.error() is not None:
+                    continue
+                timestamp = msg.timestamp()[1]
+                while True:
+                    try:
+                        produce(args.topic, msg.value(), msg.key(), -1, None, None, timestamp if timestamp > 0 else 0,
+                                msg.headers())
+                        break
+                    except BufferError:
+                        producer.poll(0.05)
+                copied[i] += 1
+            producer.poll(0)
+        now = own_thread_times()
+        thread_times[i] = (now[0] - began[0], now[1] - began[1])
+
     LOOP.start()
-    while done < args.count:
-        if not LOOP.running(done - len(producer)):
-            STEADY.update(LOOP.steady(done - len(producer)))
-            return LOOP.stop()
-        for msg in consumer.consume(min(500, args.count - done), 1.0):
-            if msg.error() is not None:
-                continue
-            timestamp = msg.timestamp()[1]
-            while True:
-                try:
-                    produce(args.topic, msg.value(), msg.key(), -1, None, None, timestamp if timestamp > 0 else 0,
-                            msg.headers())
-                    break
-                except BufferError:
-                    producer.poll(0.05)
-            done += 1
-        producer.poll(0)
-    if producer.flush(600):
-        raise SystemExit("copy: the target did not acknowledge everything")
+    if args.threads == 1:
+        loop(0)  # in the main thread, as the copy loop always ran
+    else:
+        threads = [threading.Thread(target=loop, args=(i,), daemon=True) for i in range(args.threads)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            while thread.is_alive():  # a join with a timeout lets the SIGTERM handler run
+                thread.join(0.1)
+    if not ended.is_set():  # the whole count copied: wait for the target as the mirror would
+        if producer.flush(600):
+            raise SystemExit("copy: the target did not acknowledge everything")
     seconds = LOOP.stop()
-    consumer.close()
+    if args.threads > 1:  # the busiest thread, as the benchmark's CPU split shows a mirror's
+        LOOP.running_s, LOOP.waiting = max(thread_times)
     return seconds
 
 
@@ -252,6 +278,7 @@ def main() -> None:
     parser.add_argument("size", type=int, nargs="?", default=0)
     parser.add_argument("--compression", default="none")
     parser.add_argument("--target", default=None, help="copy, ingest: the broker to produce to")
+    parser.add_argument("--threads", type=int, default=1, help="copy: loops in threads, a consumer each")
     parser.add_argument("--seconds", type=float, default=None, help="the steady window (after --settle)")
     parser.add_argument("--settle", type=float, default=2.0, help="seconds before the steady window")
     args = parser.parse_args()
