@@ -14,7 +14,7 @@ import threading
 import time
 from typing import Callable, Dict, Iterable, List, Optional
 
-from ..errors import ConfigError
+from ..errors import ClientFailed, ConfigError
 
 log = logging.getLogger("mirror_maker.shallow")
 #: kafka-python logs every connection and metadata update at INFO: only its warnings show, unless
@@ -123,9 +123,7 @@ def guarded(callback, state):
             log.debug("raw path callback failed", exc_info=True)
             if state.stopping and isinstance(exc, RuntimeError) and "NetworkSelector closed" in str(exc):
                 return
-            from ..errors import ClientFailed
-
-            state.fail(ClientFailed(f"raw path: {type(exc).__name__}: {exc}"))
+            state.fail(ClientFailed(f"raw path: {describe(exc)}"))
     return call
 
 
@@ -138,9 +136,10 @@ class Cluster:
     def __init__(self, net, conf: Dict[str, str], client_id: str, side: str, state=None) -> None:
         from kafka.net.compat import KafkaNetClient
 
-        from .frames import install
+        from .frames import AnswerNotDecoded, install
 
         install()
+        self._not_decoded = AnswerNotDecoded  # frames imports kafka-python: where a Cluster is made
         self.side = side
         self.bootstrap = conf["bootstrap.servers"]
         self._net = net
@@ -290,9 +289,7 @@ class Cluster:
     def _answered(self, result) -> None:
         """Count the answers in a row that could not be decoded (a closed connection fails every
         request in flight on it with one error: counted once) and fail the run at the limit."""
-        from .frames import AnswerNotDecoded
-
-        if not isinstance(result, AnswerNotDecoded):
+        if not isinstance(result, self._not_decoded):
             if not isinstance(result, BaseException):
                 self._undecoded, self._last_undecoded = 0, None
             return
@@ -300,8 +297,6 @@ class Cluster:
             return
         self._undecoded, self._last_undecoded = self._undecoded + 1, result
         if self._undecoded >= UNDECODED_LIMIT and self._state is not None:
-            from ..errors import ClientFailed
-
             self._state.fail(ClientFailed(f"raw path: {self._undecoded} answers in a row from the {self.side} "
                                           f"cluster could not be decoded; the last: {result}"))
 

@@ -141,6 +141,22 @@ def test_a_raw_callback_failing_fails_the_run_but_not_the_selector_closed_by_a_s
     assert not stopping.failed  # the stop already flushed and committed
     guarded(lambda *a: 1 / 0, stopping)(None)
     assert stopping.failed  # anything else still fails the run
+    assert str(stopping.failure) == "raw path: ZeroDivisionError: division by zero"
+
+
+def test_a_raw_callback_failure_names_a_kafka_error_once():
+    """kafka-python's errors start with their type already: the line does not say it twice."""
+    from kafka.errors import KafkaConnectionError
+
+    from mirror_maker.engine.state import RunState
+    from mirror_maker.shallow.connections import guarded
+
+    def lost(*args):
+        raise KafkaConnectionError("socket disconnected")
+
+    state = RunState()
+    guarded(lost, state)(None)
+    assert str(state.failure) == "raw path: KafkaConnectionError: socket disconnected"
 
 
 def test_a_checked_batch_is_rewritten_from_its_own_bytes_only():
