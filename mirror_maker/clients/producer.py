@@ -96,6 +96,11 @@ class MirrorProducer:
         self._failed = 0
         #: The handed-over count when a flush last saw the queue empty (see ``unacknowledged``).
         self._emptied_at = -1
+        #: How often a flush saw the queue empty (``_drained``): a flush that began before one of
+        #: those moments is done, whichever thread saw it.
+        self._drains = 0
+        #: The drain count each commit's flush waiting now began at (``commit_flush_waiting``).
+        self._commit_flushes: List[int] = []
         #: Set when librdkafka purged records itself (after a fatal error): nothing may be
         #: committed from then on, even once the queue is empty.
         self._purged = False
@@ -383,18 +388,50 @@ class MirrorProducer:
 
     # -- flushing ----------------------------------------------------------------------
 
-    def flush(self, deadline: Optional[float] = None) -> bool:
-        """Wait until every queued record is acknowledged or failed.
+    def flush(self, deadline: Optional[float] = None, for_commit: bool = False) -> bool:
+        """Wait until every record queued before this call is acknowledged or failed.
+
+        librdkafka's flush waits for its whole queue to empty, which it never does while other
+        streams keep producing into this shared producer: one stream's commit waited for the
+        others' own commits (seconds at a 2 s commit interval, up to an interval at any). So a
+        flush ends at the first moment after its start that any thread saw the queue empty, and
+        while a commit's flush (``for_commit``) waits, the other streams flush and commit too
+        (``commit_flush_waiting``), so that such a moment comes within a loop round of each.
 
         Returns False when the deadline (a ``time.monotonic()`` value) passed first or a fatal
         failure was recorded: the caller must then not commit.
         """
-        wait_log = waiting.WaitLog()
-        while True:
-            produced = self._produced
+        with self._count_lock:
+            began = self._drains
+            if for_commit:
+                self._commit_flushes.append(began)
+        try:
+            return self._flush(began, deadline)
+        finally:
+            if for_commit:
+                with self._count_lock:
+                    self._commit_flushes.remove(began)
+
+    def commit_flush_waiting(self) -> bool:
+        """A stream's commit waits for a moment the queue is empty that has not come yet: the
+        caller (another stream) should flush and commit too, producing nothing meanwhile."""
+        with self._count_lock:
+            return any(began == self._drains for began in self._commit_flushes)
+
+    def _drained(self, began: int) -> bool:
+        """Whether the queue was seen empty after a flush that read ``began`` started: every
+        record handed over before that was acknowledged or failed by then. Read under the lock
+        the flush's start was read under, so that an empty queue seen before a flush began is
+        never taken for one seen after."""
+        with self._count_lock:
             if len(self._producer) == 0:
-                self._emptied_at = produced
-                break
+                self._drains += 1
+                self._emptied_at = self._produced
+            return self._drains > began
+
+    def _flush(self, began: int, deadline: Optional[float]) -> bool:
+        wait_log = waiting.WaitLog()
+        while not self._drained(began):
             if deadline is None:
                 deadline = self._state.deadline  # set once a stop was requested
             if self._state.failed:
@@ -409,7 +446,8 @@ class MirrorProducer:
                 self._serve(0)
                 left = len(self)
                 if left == 0:
-                    self._emptied_at = produced
+                    with self._count_lock:
+                        self._emptied_at = self._produced
                     break
                 if self._warned_deadline != deadline:
                     self._warned_deadline = deadline

@@ -71,7 +71,7 @@ class SharedSink:
         self._producer = producer
 
     def flush(self, deadline=None) -> bool:
-        return self._producer.flush(deadline)
+        return self._producer.flush(deadline, for_commit=True)
 
     def serve(self) -> None:
         self._producer.serve()
@@ -86,7 +86,8 @@ class SharedSink:
         return 0
 
     def needs_commit(self) -> bool:
-        return False
+        """Another stream's commit waits for the shared queue to empty: join it (``MirrorProducer.flush``)."""
+        return self._producer.commit_flush_waiting()
 
     def rolled_back(self, aborted) -> List[str]:
         return []

@@ -46,7 +46,7 @@ UNRESOLVED_RETRY_S = 1.0
 
 class RawSink:
     """What a raw stream's commit flushes: its raw producer, then the record producer its
-    record path uses."""
+    record path uses (shared by every stream, as record mode's sink)."""
 
     tracking = False
 
@@ -54,7 +54,7 @@ class RawSink:
         self.raw, self._records = raw, records
 
     def flush(self, deadline=None) -> bool:
-        return self.raw.flush(deadline) and self._records.flush(deadline)
+        return self.raw.flush(deadline) and self._records.flush(deadline, for_commit=True)
 
     def serve(self) -> None:
         self.raw.pump()
@@ -70,7 +70,8 @@ class RawSink:
         return self.raw.unacknowledged_records()
 
     def needs_commit(self) -> bool:
-        return False
+        """Another stream's commit waits for the shared record producer to empty: join it."""
+        return self._records.commit_flush_waiting()
 
     def rolled_back(self, aborted) -> List[str]:
         return []

@@ -45,6 +45,7 @@ class Producer:
         self.state, self.events, self.sync = state, events, sync
         self.sent, self.interrupt_at, self.fail_at, self.flush_ok = [], interrupt_at, fail_at, flush_ok
         self.reject_at = reject_at
+        self.others_flushing = False
         self.flush_deadlines = []
         self.produced = 0
         self.callbacks = []
@@ -93,10 +94,14 @@ class Producer:
     def serve(self):
         pass
 
-    def flush(self, deadline=None):
+    def flush(self, deadline=None, for_commit=False):
         self.events.append("flush")
         self.flush_deadlines.append(deadline)
         return self.flush_ok
+
+    def commit_flush_waiting(self):
+        """Another stream's commit waits for the shared queue to empty (``others_flushing``)."""
+        return self.others_flushing
 
 
 class Committer:

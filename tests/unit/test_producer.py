@@ -210,3 +210,70 @@ def test_the_purge_that_does_not_wait_was_read_in_the_pinned_confluent_kafka():
     from mirror_maker.clients.producer import PURGE_WITHOUT_WAITING
 
     assert confluent_kafka.__version__.startswith("2.16.") and PURGE_WITHOUT_WAITING is True
+
+
+class SharedQueue:
+    """librdkafka's queue as the flush sees it: its length, set by the test, and a flush call
+    that waits until the test lets it go (``release``)."""
+
+    def __init__(self, length):
+        self.length, self.waiting, self.release = length, threading.Event(), threading.Event()
+
+    def __len__(self):
+        return self.length
+
+    def flush(self, timeout):
+        self.waiting.set()
+        self.release.wait(timeout)
+        return self.length
+
+    def poll(self, timeout):
+        return 0
+
+
+def test_a_commit_s_flush_ends_at_an_empty_queue_another_stream_saw_though_records_came_after_it():
+    """librdkafka's flush waits for its whole queue to empty, which it never does while other
+    streams produce into it; a record handed over before the flush began is done once the queue
+    was empty after that, whichever stream saw it. While a commit's flush waits for that, the
+    other streams are asked to join it; a flush that is not a commit's (a sync send) is not."""
+    state = RunState()
+    p = producer(state)
+    real, queue = p._producer, SharedQueue(length=5)
+    p._producer = queue
+    try:
+        p.count_produced(5)
+        assert not p.commit_flush_waiting()
+        done = []
+        waiter = threading.Thread(target=lambda: done.append(p.flush(time.monotonic() + 10, for_commit=True)))
+        waiter.start()
+        wait_until(queue.waiting.is_set, 5, "the commit's flush waiting")
+        assert p.commit_flush_waiting()  # the other streams flush and commit too
+        queue.length = 0
+        assert p.flush(time.monotonic() + 10)  # a joining stream sees the queue empty
+        assert not p.commit_flush_waiting()  # the moment the waiting commit needed has come
+        queue.length = 2  # a stream produced again before the waiting flush looked
+        queue.release.set()
+        waiter.join(5)
+        assert done == [True]
+    finally:
+        p._producer = real
+        state.fail(SendFailed("test over"))
+        p.close(time.monotonic())
+
+
+def test_an_empty_queue_seen_before_a_flush_began_does_not_end_it(caplog):
+    state = RunState()
+    p = producer(state)
+    real, queue = p._producer, SharedQueue(length=0)
+    queue.release.set()
+    p._producer = queue
+    try:
+        assert p.flush(time.monotonic() + 1, for_commit=True)
+        queue.length = 2
+        p.count_produced(2)
+        assert p.flush(time.monotonic() + 0.3, for_commit=True) is False
+        assert "2 records not acknowledged by the target before the deadline" in caplog.text
+    finally:
+        p._producer = real
+        state.fail(SendFailed("test over"))
+        p.close(time.monotonic())

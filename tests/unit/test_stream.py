@@ -404,7 +404,7 @@ def test_a_wait_inside_a_rebalance_callback_does_not_serve_the_group_itself():
     try:
         worker.checkpoint.pending[T0] = 5
         worker.last_progress -= 60  # the loop has not polled for a minute
-        producer.flush = lambda deadline=None: waiting.serve() or True  # a flush that waits
+        producer.flush = lambda deadline=None, for_commit=False: waiting.serve() or True  # a flush that waits
         worker.partitions_revoked([T0])
         assert "consume" not in consumer.calls
         worker.keep_alive()
@@ -446,3 +446,16 @@ def test_a_short_wait_does_not_serve_the_group_and_static_shards_never_do():
     worker.parts.membership.in_group = False
     worker.keep_alive()
     assert consumer.calls == []
+
+
+def test_a_stream_joins_another_stream_s_commit_before_its_own_interval_is_due():
+    """The shared producer's queue empties only while no stream produces: a stream sees another
+    stream's commit waiting for that and flushes and commits too, in the same round."""
+    worker, producer, events = stream(assigned=(T0,))
+    consumer = TrickleConsumer(worker._state)
+    worker.parts.source._consumer = consumer
+    worker.parts.membership._consumer = consumer
+    producer.others_flushing = True
+    assert not worker.checkpoint.due()
+    worker._loop()
+    assert events[-2:] == ["flush", ("commit", {T0: 3})]
