@@ -117,9 +117,9 @@ class MirrorProducer:
         for a poll (statistics, logs, connection errors), so with the target away and nothing
         sent it read as a growing number of records; what was handed over and is neither
         acknowledged nor failed bounds it too (both are exact right after ``serve``)."""
-        with self._count_lock:
-            handed_over = self._produced - self._failed
-        return max(0, min(len(self._producer), handed_over - self.acknowledged()))
+        with self._count_lock:  # one reading: a count taken in between made a record look acknowledged
+            queued = len(self._producer)
+            return max(0, min(queued, self._produced - self._failed - self._read_acknowledged(queued)))
 
     def unacknowledged(self) -> int:
         """Records still waiting for the target, once closed: none when a flush saw the queue
@@ -238,10 +238,14 @@ class MirrorProducer:
         take it for a restart), and ``serve`` takes a reading right after a poll, when the queue
         holds records only, so the count reaches the true number within a mirror loop round."""
         with self._count_lock:
-            reading = self._produced - len(self._producer) - self._failed
-            if reading > self._acknowledged:
-                self._acknowledged = reading
-            return self._acknowledged
+            return self._read_acknowledged(len(self._producer))
+
+    def _read_acknowledged(self, queued: int) -> int:
+        """``acknowledged`` with librdkafka's queue length ``queued``; the caller holds the lock."""
+        reading = self._produced - queued - self._failed
+        if reading > self._acknowledged:
+            self._acknowledged = reading
+        return self._acknowledged
 
     def delivered(self) -> int:
         """Records the target acknowledged, committed or not (exactly-once counts only committed

@@ -32,6 +32,7 @@ RETRIABLE_CODES = frozenset({
 #: A commit rejected because the group moved on; retrying cannot help.
 REBALANCE_CODES = frozenset({
     KafkaError.ILLEGAL_GENERATION,
+    KafkaError.STALE_MEMBER_EPOCH,  # KIP-848's ILLEGAL_GENERATION: librdkafka does not retry it
     KafkaError.UNKNOWN_MEMBER_ID,
     KafkaError.REBALANCE_IN_PROGRESS,
     KafkaError._ASSIGNMENT_LOST,

@@ -180,6 +180,9 @@ class TransactionalSink:
         producer = self.producer
         return bool(producer.failures) or producer.fatal is not None or producer.in_transaction() >= MAX_TRANSACTION_RECORDS
 
+    def joins_commit(self) -> bool:
+        return False  # its producer is the stream's own
+
     def transaction_ended(self, committed: bool) -> None:
         self.producer.transaction_ended(committed)
         if committed:

@@ -86,6 +86,9 @@ class SharedSink:
         return 0
 
     def needs_commit(self) -> bool:
+        return False
+
+    def joins_commit(self) -> bool:
         """Another stream's commit waits for the shared queue to empty: join it (``MirrorProducer.flush``)."""
         return self._producer.commit_flush_waiting()
 

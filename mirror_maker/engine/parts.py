@@ -18,7 +18,9 @@ Source: how the owned partitions are read and handed to the sink.
 
 Sink: where records go, and what a commit flushes.
     ``flush(deadline) -> bool``, ``serve()``, ``acknowledged()``, ``delivered()`` (in an open
-    transaction too), ``waiting()`` (own producers only), ``needs_commit()`` (a refusal must roll the transaction back now, or it is full),
+    transaction too), ``waiting()`` (own producers only), ``needs_commit()`` (a refusal must roll
+    the transaction back now, or it is full), ``joins_commit()`` (another stream's commit waits for
+    a producer this one shares: commit what is pending now, so that its queue drains),
     ``rolled_back() -> refusals`` and ``track()`` (exactly-once after a refusal), ``tracking``,
     ``close(deadline)``.
 

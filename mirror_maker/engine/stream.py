@@ -174,7 +174,8 @@ class Stream(threading.Thread):
             if self.last_progress >= self._next_lag_update or (bounded and read < batch_size):
                 self._next_lag_update = self.last_progress + LAG_UPDATE_S
                 self.update_lag()
-            if (checkpoint.due() or self._commit_now or parts.sink.needs_commit()) and not state.stopping:
+            if (checkpoint.due() or self._commit_now or parts.sink.needs_commit()
+                    or parts.sink.joins_commit()) and not state.stopping:
                 self._commit_now = False
                 self.commit()
 

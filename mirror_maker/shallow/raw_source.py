@@ -70,6 +70,9 @@ class RawSink:
         return self.raw.unacknowledged_records()
 
     def needs_commit(self) -> bool:
+        return False
+
+    def joins_commit(self) -> bool:
         """Another stream's commit waits for the shared record producer to empty: join it."""
         return self._records.commit_flush_waiting()
 

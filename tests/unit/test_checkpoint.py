@@ -111,7 +111,7 @@ def test_retries_are_bounded_and_keep_the_offsets(caplog):
 
 
 @pytest.mark.parametrize("code", [KafkaError.ILLEGAL_GENERATION, KafkaError.UNKNOWN_MEMBER_ID,
-                                  KafkaError.REBALANCE_IN_PROGRESS])
+                                  KafkaError.REBALANCE_IN_PROGRESS, KafkaError.STALE_MEMBER_EPOCH])
 def test_rebalance_rejection_is_logged_with_a_hint_and_skipped(caplog, code):
     events = []
     cp, consumer = checkpoint(events, errors=[code])

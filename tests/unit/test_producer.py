@@ -224,7 +224,7 @@ class SharedQueue:
 
     def flush(self, timeout):
         self.waiting.set()
-        self.release.wait(timeout)
+        self.release.wait()  # not its timeout: only the test decides when the flush looks again
         return self.length
 
     def poll(self, timeout):
@@ -273,6 +273,32 @@ def test_an_empty_queue_seen_before_a_flush_began_does_not_end_it(caplog):
         p.count_produced(2)
         assert p.flush(time.monotonic() + 0.3, for_commit=True) is False
         assert "2 records not acknowledged by the target before the deadline" in caplog.text
+    finally:
+        p._producer = real
+        state.fail(SendFailed("test over"))
+        p.close(time.monotonic())
+
+
+def test_another_stream_s_count_during_the_deadline_s_reading_never_makes_a_record_look_acknowledged():
+    """The deadline path counts what is left from one reading: another stream counting records
+    the target already acknowledged, between two readings, made this stream's pending record
+    look acknowledged, and its offset committable."""
+    state = RunState()
+    p = producer(state)
+    real, queue = p._producer, SharedQueue(length=1)  # this stream's one record, never acknowledged
+    queue.release.set()
+    p._producer = queue
+    try:
+        p.count_produced(1)
+        reads = []
+
+        def counted_meanwhile():  # another stream's thread, if it ran between two lock holds
+            if not reads:
+                reads.append(p.count_produced(5))
+            return MirrorProducer.acknowledged(p)
+
+        p.acknowledged = counted_meanwhile
+        assert p.flush(time.monotonic() + 0.2, for_commit=True) is False
     finally:
         p._producer = real
         state.fail(SendFailed("test over"))

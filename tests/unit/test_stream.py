@@ -459,3 +459,12 @@ def test_a_stream_joins_another_stream_s_commit_before_its_own_interval_is_due()
     assert not worker.checkpoint.due()
     worker._loop()
     assert events[-2:] == ["flush", ("commit", {T0: 3})]
+
+
+def test_a_revoke_with_nothing_pending_does_not_join_another_stream_s_waiting_commit():
+    """Joining is for records this stream keeps producing: a revoke with nothing pending answers
+    the group at once, however long another stream's commit waits for the target."""
+    worker, producer, events = stream()
+    producer.others_flushing = True
+    worker.partitions_revoked([T0])
+    assert "flush" not in events and not any(e[0] == "commit" for e in events if isinstance(e, tuple))
