@@ -528,3 +528,21 @@ def test_while_the_producer_queue_is_full_the_round_waits_on_the_network_instead
     timeouts.clear()
     worker.read()
     assert timeouts == [0]
+
+
+def test_a_raw_stream_joins_a_commit_that_waits_for_the_record_producer_it_shares():
+    """The record path's records go to the producer every stream shares: a raw stream commits
+    when another stream's commit waits for that queue to drain, and never needs to on its own."""
+    from mirror_maker.shallow.raw_source import RawSink
+
+    class SharedRecords:
+        waiting = True
+
+        def commit_flush_waiting(self):
+            return self.waiting
+
+    records = SharedRecords()
+    sink = RawSink(raw=None, records=records)
+    assert sink.joins_commit() and not sink.needs_commit()
+    records.waiting = False
+    assert not sink.joins_commit()
