@@ -118,8 +118,12 @@ class MirrorProducer:
         sent it read as a growing number of records; what was handed over and is neither
         acknowledged nor failed bounds it too (both are exact right after ``serve``)."""
         with self._count_lock:  # one reading: a count taken in between made a record look acknowledged
-            queued = len(self._producer)
-            return max(0, min(queued, self._produced - self._failed - self._read_acknowledged(queued)))
+            return self._left()
+
+    def _left(self) -> int:
+        """``len(self)``; the caller holds the lock."""
+        queued = len(self._producer)
+        return max(0, min(queued, self._produced - self._failed - self._read_acknowledged(queued)))
 
     def unacknowledged(self) -> int:
         """Records still waiting for the target, once closed: none when a flush saw the queue
@@ -448,10 +452,10 @@ class MirrorProducer:
                 # arrive right after this poll: only records handed over and not acknowledged
                 # are left (``__len__``; never fewer than this caller's own).
                 self._serve(0)
-                left = len(self)
+                with self._count_lock:
+                    left, produced = self._left(), self._produced
                 if left == 0:
-                    with self._count_lock:
-                        self._emptied_at = self._produced
+                    self._emptied_at = produced
                     break
                 if self._warned_deadline != deadline:
                     self._warned_deadline = deadline
