@@ -160,6 +160,7 @@ def copy(args) -> float:
                 STEADY.update(LOOP.steady(sum(copied) - len(producer)))
                 ended.set()
                 break
+            done = 0  # a local per record, as the one-thread loop always counted: the yardstick's cost
             for msg in consumer.consume(max(1, min(500, args.count - sum(copied))), 1.0):
                 if msg.error() is not None:
                     continue
@@ -171,7 +172,8 @@ def copy(args) -> float:
                         break
                     except BufferError:
                         producer.poll(0.05)
-                copied[i] += 1
+                done += 1
+            copied[i] += done
             producer.poll(0)
         now = own_thread_times()
         thread_times[i] = (now[0] - began[0], now[1] - began[1])
