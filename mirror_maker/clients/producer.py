@@ -403,8 +403,9 @@ class MirrorProducer:
         streams keep producing into this shared producer: one stream's commit waited for the
         others' own commits (seconds at a 2 s commit interval, up to an interval at any). So a
         flush ends at the first moment after its start that any thread saw the queue empty, and
-        while a commit's flush (``for_commit``) waits, the other streams flush and commit too
-        (``commit_flush_waiting``), so that such a moment comes within a loop round of each.
+        while a commit's flush (``for_commit``) waits, the other streams commit what they have
+        pending too (``commit_flush_waiting``), so that such a moment comes within a loop round
+        of each.
 
         Returns False when the deadline (a ``time.monotonic()`` value) passed first or a fatal
         failure was recorded: the caller must then not commit.
