@@ -50,6 +50,9 @@ _TRANSACTION_FAILED = frozenset({KafkaError._STATE, KafkaError._FATAL})
 #: A transaction also commits once it holds this many records (besides the commit interval).
 MAX_TRANSACTION_RECORDS = 500_000
 INIT_TRANSACTIONS_TIMEOUT_S = 60.0
+#: An init_transactions still waiting after this is announced (it is milliseconds, or seconds while
+#: the coordinator aborts what the id left open after an outage).
+INIT_SLOW_S = 10.0
 #: A new producer's start after one became unusable is tried again after this, doubling up to
 #: the most, and a failure logged at most this often.
 RENEW_RETRY_S = 0.5
@@ -375,9 +378,14 @@ def start_producer(config, index: int, state, metrics, errors) -> TransactionalP
     """The stream's transactional producer, with its predecessor fenced (init_transactions)."""
     conf = transactional_conf(config, index)
     producer = TransactionalProducer(conf, state, False, False, config.max_block_ms, metrics, errors=errors)
+    def slow(waited_s: float) -> None:
+        log.warning("mirrormaker-thread-%d: the target's transaction coordinator has not started %s after %.0f s "
+                    "(it finishes what the transactional.id left open first); waiting up to %.0f s", index,
+                    conf["transactional.id"], waited_s, INIT_TRANSACTIONS_TIMEOUT_S)
+
     try:
         bounded(producer._producer.init_transactions, (INIT_TRANSACTIONS_TIMEOUT_S,),
-                INIT_TRANSACTIONS_TIMEOUT_S + CALL_GRACE_S, "init_transactions")
+                INIT_TRANSACTIONS_TIMEOUT_S + CALL_GRACE_S, "init_transactions", INIT_SLOW_S, slow)
     except (KafkaException, TransactionStuck) as exc:
         producer.abandon()
         reason = exc.args[0].str() if isinstance(exc, KafkaException) else str(exc)

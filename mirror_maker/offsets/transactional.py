@@ -356,9 +356,12 @@ ABORT_WAIT_S = 30.0
 _OWNED_STATES = frozenset({"Empty", "Ongoing", "PrepareCommit", "CompleteCommit", "Dead"})
 
 
-def bounded(call, args, timeout_s: float, name: str):
+def bounded(call, args, timeout_s: float, name: str, slow_after_s: Optional[float] = None,
+            slow: Optional[Callable[[float], None]] = None):
     """``call(*args)`` in a thread of its own, waited for ``timeout_s`` at most: a call that does
-    not return by then is left behind (its producer is not used again) and TransactionStuck raised."""
+    not return by then is left behind (its producer is not used again) and TransactionStuck raised.
+    ``slow(slow_after_s)`` is called once if it has not returned after ``slow_after_s``: a long
+    wait is announced while it lasts, not only when it ends."""
     import threading
 
     outcome = {}
@@ -371,7 +374,13 @@ def bounded(call, args, timeout_s: float, name: str):
 
     thread = threading.Thread(target=run, name=f"mirror-maker-{name}", daemon=True)
     thread.start()
-    thread.join(timeout_s)
+    if slow is not None and slow_after_s is not None and slow_after_s < timeout_s:
+        thread.join(slow_after_s)
+        if thread.is_alive():
+            slow(slow_after_s)
+        thread.join(timeout_s - slow_after_s)
+    else:
+        thread.join(timeout_s)
     if thread.is_alive():
         raise TransactionStuck(f"{name} did not return within {timeout_s:.0f} s")
     if "error" in outcome:

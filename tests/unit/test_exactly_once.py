@@ -3,6 +3,7 @@ where, what aborts it, what a rollback goes back to, what counts as mirrored, wh
 partition, and when a bounded run may call itself caught up."""
 
 import logging
+import threading
 
 import pytest
 from confluent_kafka import KafkaError, KafkaException
@@ -12,8 +13,8 @@ from mirror_maker.engine.exactly_once import TransactionalProducer, Transactiona
 from mirror_maker.engine.state import RunState
 from mirror_maker.errors import ClientFailed
 from mirror_maker.ops.metrics import MirrorMetrics
-from mirror_maker.offsets.transactional import (TransactionAborted, TransactionalCommitter, shard_number,
-                                                shard_of, shard_partitions)
+from mirror_maker.offsets.transactional import (TransactionAborted, TransactionalCommitter, TransactionStuck, bounded,
+                                                shard_number, shard_of, shard_partitions)
 from mirror_maker.records import TopicPartition
 
 from .stream_parts import Consumer, Msg, mirror, stream
@@ -758,3 +759,26 @@ def test_the_transactional_producer_retries_a_busy_coordinator_soon_unless_told_
     produced = transactional_conf(conf, 1)
     assert produced.get("retry.backoff.ms") == expected
     assert produced["transactional.id"].endswith(".eos.1")
+
+
+def test_a_transactional_call_still_waiting_is_announced_once_and_its_result_kept():
+    """A new producer's init_transactions can wait for the coordinator to finish an abort for tens
+    of seconds after an outage: the wait is announced while it lasts."""
+    announced, answer = [], threading.Event()
+
+    def slow(waited_s):
+        announced.append(waited_s)
+        answer.set()  # the call answers only once the wait was announced
+
+    assert bounded(lambda: answer.wait(30) and "started", (), 30.0, "init_transactions", 0.05, slow) == "started"
+    assert announced == [0.05]
+    assert bounded(lambda: "at once", (), 30.0, "init_transactions", 0.05, slow) == "at once"
+    assert announced == [0.05]  # an answer in time is not announced
+
+
+def test_a_transactional_call_that_does_not_return_is_stuck_after_its_announcement():
+    announced, never = [], threading.Event()
+    with pytest.raises(TransactionStuck, match="init_transactions did not return"):
+        bounded(never.wait, (), 0.2, "init_transactions", 0.05, announced.append)
+    never.set()
+    assert announced == [0.05]
