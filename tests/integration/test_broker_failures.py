@@ -22,6 +22,7 @@ import signal
 import time
 from collections import Counter
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Callable, Dict, List, Optional, Tuple
 
@@ -148,6 +149,8 @@ class Step:
     detail: str = ""
     seconds: float = 0.0
     marks: Dict[str, Tuple[int, int]] = field(default_factory=dict)
+    #: The wall clock when the nodes were back, as the mirrors' log lines show it.
+    returned: str = ""
 
 
 class Mirror:
@@ -295,6 +298,7 @@ class BrokerFailures:
         starts = {mode: mirror.log_position() for mode, mirror in self.mirrors.items()}
         step.detail = fail()
         returned_at = time.monotonic()
+        step.returned = datetime.now().strftime("%H:%M:%S")
         ends = self._source_ends()
         for cluster in (self.source, self.target):
             if cluster.broker is not None:
@@ -513,12 +517,14 @@ def test_mirroring_resumes_after_each_broker_failure(failures, mode):
     assert not problems, "\n".join(problems)
 
 
-def _step_story(mirror: Mirror, step: Step, lines: int = 12) -> str:
-    """What the mirror logged during a step it did not catch up after: the cause survives CI's
-    temporary folder."""
+def _step_story(mirror: Mirror, step: Step, lines: int = 25) -> str:
+    """What the mirror logged during a step it did not catch up after, INFO lines too (a new
+    producer, a rebalance), and when the nodes were back: the cause survives CI's temporary folder."""
     start, end = step.marks[mirror.mode.name]
-    told = mirror.warn_error_lines(start, end)[-lines:] + mirror.lines_with(" records/s, ", start, end)[-1:]
-    return "\n".join(line[:300] for line in told)
+    said = [line for line in mirror.process.log()[start:end].splitlines()
+            if line.startswith("[") and " records/s, " not in line]
+    told = said[-lines:] + mirror.lines_with(" records/s, ", start, end)[-2:]
+    return f"  (the nodes were back at {step.returned})\n" + "\n".join(line[:300] for line in told)
 
 
 def _outage_problems(mirror: Mirror, outage: Step) -> List[str]:
