@@ -378,6 +378,7 @@ def start_producer(config, index: int, state, metrics, errors) -> TransactionalP
     """The stream's transactional producer, with its predecessor fenced (init_transactions)."""
     conf = transactional_conf(config, index)
     producer = TransactionalProducer(conf, state, False, False, config.max_block_ms, metrics, errors=errors)
+
     def slow(waited_s: float) -> None:
         log.warning("mirrormaker-thread-%d: the target's transaction coordinator has not started %s after %.0f s "
                     "(it finishes what the transactional.id left open first); waiting up to %.0f s", index,
