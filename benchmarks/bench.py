@@ -184,9 +184,20 @@ def settled_count(bootstrap: str, topic: str, seeded: int, timeout_s: float = 30
     raise SystemExit(f"{topic}: the log cleaner did not settle in {timeout_s:.0f} s")
 
 
-def tree_cpu(root_pid: int) -> float:
-    """CPU seconds of a process and all its descendants so far (a Spark run's JVM and workers)."""
-    return sum(cpu for _rss, cpu in tree_usage(root_pid).values())
+def tree_cpu(root_pid: int) -> Tuple[float, float]:
+    """CPU seconds of a process and all its descendants so far (a Spark run's JVM and workers),
+    and of the JVMs among them: what Spark itself costs, apart from the streams' Python work."""
+    usage = tree_usage(root_pid)
+    return (sum(cpu for _rss, cpu in usage.values()),
+            sum(cpu for pid, (_rss, cpu) in usage.items() if _command(pid) == "java"))
+
+
+def _command(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/comm") as comm:
+            return comm.read().strip()
+    except OSError:
+        return ""
 
 
 def tree_usage(root_pid: int) -> dict:
@@ -258,7 +269,7 @@ def measure(command, log_path: Path, env=None, whole_tree: bool = False,
     peak_tree, peak_own, cpu_seen, sample_at, threads_at = 0, 0, {}, 0.0, 0.0
     first = done = stop_sent = None
     first_count = 0
-    window_cpu: List[float] = []  # the process tree's CPU seconds at the window's start and end
+    window_cpu: List[Tuple[float, float]] = []  # tree_cpu at the window's start and end
     marks: List[Tuple[float, int]] = []  # (seconds since start, records on the target) once flowing
     with open(log_path, "wb") as log:
         process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, cwd=str(ROOT),
@@ -326,7 +337,8 @@ def measure(command, log_path: Path, env=None, whole_tree: bool = False,
         if window is not None and marks:
             result.update(steady_rate(marks, first + window[0]), records_done=marks[-1][1])
             if len(window_cpu) == 2 and result.get("steady_window_s"):
-                result["steady_cpu_seconds"] = window_cpu[1] - window_cpu[0]
+                result["steady_cpu_seconds"] = window_cpu[1][0] - window_cpu[0][0]
+                result["steady_jvm_cpu_seconds"] = window_cpu[1][1] - window_cpu[0][1]
         elif done is not None and first is not None and done > first:
             # The rate once records flow (start-up excluded), as the limits' own loops are timed.
             result["records_per_s_after_first"] = (expected - first_count) / (done - first)
@@ -453,6 +465,10 @@ def _summarize_steady(samples, good, size: int) -> dict:
                   for s in good if s.get("steady_cpu_seconds") is not None]
     if steady_cpu:  # over the window only: start-up's CPU (a JVM's above all) is start-up's, reported apart
         summary["steady_cpu_s_per_gb"] = round(statistics.median(steady_cpu), 1)
+    jvm = [s["steady_jvm_cpu_seconds"] / s["steady_cpu_seconds"] for s in good
+           if s.get("steady_jvm_cpu_seconds") and s.get("steady_cpu_seconds")]
+    if jvm:  # a JVM in the tree (Spark): its share of the window's CPU
+        summary["steady_jvm_cpu_share"] = round(statistics.median(jvm), 3)
     for key in ("first_record_s", "stop_s", "startup_s"):
         values = [s[key] for s in good if s.get(key) is not None]
         if values:

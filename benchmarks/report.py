@@ -48,6 +48,10 @@ def _rows_with(section: dict, key: str) -> list:
     return [(row, label, r) for row in section["workloads"] for label, r in row["results"].items() if key in r]
 
 
+def _share(share) -> str:
+    return "" if share is None else f"{share:.0%}"
+
+
 def _table(kind: str, section: dict, machine: dict) -> list:
     lines = [f"## {TITLES.get(kind, kind)}", ""]
     if kind == "kafka":
@@ -121,13 +125,16 @@ def _table(kind: str, section: dict, machine: dict) -> list:
                   "per stream)", "",
                   "The cold start is the JVM, the SparkContext and pyspark's worker daemon, until the first "
                   "worker runs. CPU and RSS are summed over the whole process tree: CPU s/GB over the whole run "
-                  "(the cold start included) and over the steady window alone.", "",
+                  "(the cold start included) and over the steady window alone, and the JVM's share of the "
+                  "window's CPU (Spark's own cost; the rest is the streams' Python processes).", "",
                   "| Workload | Compression | Run | records/s end to end | cold start s | records/s after it |"
-                  " CPU s/GB | CPU s/GB, steady window | Peak RSS MB (tree) |", "|---|---|---|---|---|---|---|---|---|"]
+                  " CPU s/GB | CPU s/GB, steady window | JVM's share of it | Peak RSS MB (tree) |",
+                  "|---|---|---|---|---|---|---|---|---|---|"]
         lines += [f"| {_workload(row)} | {row['compression']} | {label} | "
                   f"{r.get('end_to_end_records_per_s', r['records_per_s']):,} | {r['startup_s']} | "
                   f"{r.get('records_per_s_after_start', r['records_per_s']):,} | {r['cpu_s_per_gb']} | "
-                  f"{r.get('steady_cpu_s_per_gb', '')} | {r['peak_rss_mb']} |" for row, label, r in spark]
+                  f"{r.get('steady_cpu_s_per_gb', '')} | {_share(r.get('steady_jvm_cpu_share'))} | "
+                  f"{r['peak_rss_mb']} |" for row, label, r in spark]
     if section.get("growth"):
         lines += ["", f"### Cost growth on {TITLES.get(kind, kind)} (1 KB records, 40,000 in all, "
                   "--num.streams 1, one run each)", "",
