@@ -467,7 +467,7 @@ def _summarize_steady(samples, good, size: int) -> dict:
         summary["steady_cpu_s_per_gb"] = round(statistics.median(steady_cpu), 1)
     jvm = [s["steady_jvm_cpu_seconds"] / s["steady_cpu_seconds"] for s in good
            if s.get("steady_jvm_cpu_seconds") and s.get("steady_cpu_seconds")]
-    if jvm:  # a JVM in the tree (Spark): its share of the window's CPU
+    if jvm:  # the JVMs' share of the window's CPU: Spark's own cost (all of a Java tool's)
         summary["steady_jvm_cpu_share"] = round(statistics.median(jvm), 3)
     for key in ("first_record_s", "stop_s", "startup_s"):
         values = [s[key] for s in good if s.get(key) is not None]
