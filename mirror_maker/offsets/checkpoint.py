@@ -22,6 +22,7 @@ exactly-once keeps on the target, expire ``offsets.retention.minutes`` after the
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from typing import Callable, Dict, Iterable, Optional
 
@@ -33,6 +34,38 @@ log = logging.getLogger("mirror_maker.checkpoint")
 #: An idle partition's offset is committed again after this long (Kafka's offsets.retention.minutes
 #: is 7 days by default; a day leaves room for brokers set lower).
 REFRESH_S = 24 * 3600.0
+#: A commit (its flush and the commit itself) this slow is told in an INFO line, at most one per
+#: SLOW_COMMIT_LOG_S and stream: a target slow to acknowledge or to commit shows there, split in
+#: its two parts, before it shows as lag.
+SLOW_COMMIT_S = 2.0
+SLOW_COMMIT_LOG_S = 30.0
+
+
+class SlowCommits:
+    """Commits slower than SLOW_COMMIT_S, summed up in one line at most every SLOW_COMMIT_LOG_S:
+    how many since the last line, and where the slowest one's time went."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self._clock = clock
+        self._count = 0
+        self._slowest = (0.0, 0.0)
+        self._next = 0.0
+
+    def took(self, flush_s: float, commit_s: float) -> None:
+        if flush_s + commit_s < SLOW_COMMIT_S:
+            return
+        self._count += 1
+        if flush_s + commit_s > sum(self._slowest):
+            self._slowest = (flush_s, commit_s)
+        now = self._clock()
+        if now < self._next:
+            return
+        flush_s, commit_s = self._slowest
+        log.info("[%s] %d commit%s took %.0f s or more since the last such line; the slowest %.1f s: %.1f s "
+                 "waiting for the target to acknowledge its records, %.1f s committing",
+                 threading.current_thread().name, self._count, "" if self._count == 1 else "s", SLOW_COMMIT_S,
+                 flush_s + commit_s, flush_s, commit_s)
+        self._count, self._slowest, self._next = 0, (0.0, 0.0), now + SLOW_COMMIT_LOG_S
 
 
 class Checkpoint:
@@ -59,6 +92,7 @@ class Checkpoint:
         #: rebalance commits no offset taken before it, even of a partition assigned back since
         #: (its records not acknowledged then were dropped with it).
         self._discards: Dict[TopicPartition, int] = {}
+        self._slow = SlowCommits()
 
     def due(self) -> bool:
         return self._clock() - self._last_commit > self._interval_s
@@ -108,12 +142,14 @@ class Checkpoint:
         discards = {tp: self.discards(tp) for tp in offsets}
         if not self._sink.flush(deadline):
             return False
+        flushed = time.monotonic()
         # The flush served the group while it waited: a partition revoked meanwhile is not ours,
         # and one assigned back since starts again from the group's offset.
         offsets = {tp: off for tp, off in offsets.items()
                    if self._owned(tp) and self.discards(tp) == discards[tp]}
         offsets.update({tp: self.committed[tp] for tp in self._stale(now) if tp not in offsets})
         committed = self._committer.commit(offsets, deadline)
+        self._slow.took(flushed - started, time.monotonic() - flushed)
         for tp, offset in committed.items():
             if self.pending.get(tp) == offset:
                 del self.pending[tp]

@@ -1,5 +1,6 @@
 """Flush before commit, and the commit error policy, with fakes in place of the clients."""
 
+import threading
 import time
 from types import SimpleNamespace
 
@@ -199,3 +200,52 @@ def test_the_stop_deadline_bounds_a_commit_that_was_given_none():
     state.request_stop()
     cp.commit()
     assert consumer.calls == 1
+
+
+def test_a_slow_commit_is_told_split_in_its_flush_and_its_commit(caplog, monkeypatch):
+    from mirror_maker.offsets import checkpoint as checkpoint_module
+
+    now = [100.0]
+    monkeypatch.setattr(checkpoint_module, "time", SimpleNamespace(monotonic=lambda: now[0]))
+    events = []
+    cp, consumer = checkpoint(events)
+
+    class SlowSink(FakeProducer):
+        def flush(self, deadline=None):
+            now[0] += 3.0  # three seconds until the target acknowledged everything
+            return super().flush(deadline)
+
+    real_commit = consumer.commit
+
+    def slow_commit(offsets, asynchronous):
+        now[0] += 0.5
+        return real_commit(offsets, asynchronous)
+
+    consumer.commit = slow_commit
+    cp._sink = SlowSink(events)
+    caplog.set_level("INFO", logger="mirror_maker.checkpoint")
+    assert cp.commit() is True
+    lines = [r.getMessage() for r in caplog.records if "took 2 s or more" in r.getMessage()]
+    assert lines == [f"[{threading.current_thread().name}] 1 commit took 2 s or more since the last such line; "
+                     "the slowest 3.5 s: 3.0 s waiting for the target to acknowledge its records, 0.5 s committing"]
+
+
+def test_slow_commits_are_summed_up_in_a_line_at_most_every_30_s(caplog):
+    from mirror_maker.offsets.checkpoint import SLOW_COMMIT_LOG_S, SlowCommits
+
+    now = [0.0]
+    slow = SlowCommits(clock=lambda: now[0])
+    caplog.set_level("INFO", logger="mirror_maker.checkpoint")
+    slow.took(0.1, 0.2)  # fast: nothing to tell
+    slow.took(2.5, 0.1)  # the first slow one is told at once
+    now[0] += 10
+    slow.took(0.2, 6.0)
+    slow.took(1.0, 1.5)
+    now[0] += SLOW_COMMIT_LOG_S
+    slow.took(2.0, 0.0)
+    lines = [r.getMessage().split("] ", 1)[1] for r in caplog.records]
+    assert lines == [
+        "1 commit took 2 s or more since the last such line; the slowest 2.6 s: 2.5 s waiting for the target "
+        "to acknowledge its records, 0.1 s committing",
+        "3 commits took 2 s or more since the last such line; the slowest 6.2 s: 0.2 s waiting for the target "
+        "to acknowledge its records, 6.0 s committing"]
