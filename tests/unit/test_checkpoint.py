@@ -249,3 +249,26 @@ def test_slow_commits_are_summed_up_in_a_line_at_most_every_30_s(caplog):
         "to acknowledge its records, 0.1 s committing",
         "3 commits took 2 s or more since the last such line; the slowest 6.2 s: 0.2 s waiting for the target "
         "to acknowledge its records, 6.0 s committing"]
+
+
+def test_the_next_commit_is_due_an_interval_after_the_last_one_ended():
+    """As MirrorMaker v1 resets its timer after the flush and the commit: a commit slower than the
+    interval must not make the next one due at once (one commit per batch after an outage)."""
+    now = [0.0]
+    events = []
+    consumer = FakeConsumer(events)
+
+    class SlowSink(FakeProducer):
+        def flush(self, deadline=None):
+            now[0] += 3.0  # longer than the 1 s interval
+            return super().flush(deadline)
+
+    cp = Checkpoint(SlowSink(events), OffsetCommitter(consumer, no_wait_retrying), RunState(),
+                    interval_ms=1000, clock=lambda: now[0])
+    cp.pending.update({TP0: 10})
+    now[0] = 1.5
+    assert cp.due()
+    assert cp.commit() is True
+    assert not cp.due()  # 3 s after it started, but it ended just now
+    now[0] += 1.01
+    assert cp.due()
