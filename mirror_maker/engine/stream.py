@@ -204,6 +204,7 @@ class Stream(threading.Thread):
             return self._checkpoint.commit(partitions, deadline)
         except TransactionAborted as aborted:
             self._rolled_back(aborted)
+            self._checkpoint.restart_timer()  # a new producer's start may have taken longer than the interval
             return False
 
     def _rolled_back(self, aborted: TransactionAborted) -> None:

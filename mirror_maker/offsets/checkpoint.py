@@ -52,17 +52,18 @@ class SlowCommits:
         self._next = 0.0
 
     def took(self, flush_s: float, commit_s: float) -> None:
-        if flush_s + commit_s < SLOW_COMMIT_S:
-            return
-        self._count += 1
-        if flush_s + commit_s > sum(self._slowest):
-            self._slowest = (flush_s, commit_s)
+        """A commit that completed; the slow ones held back are told once the quiet time has
+        passed, at the next commit, slow or not."""
+        if flush_s + commit_s >= SLOW_COMMIT_S:
+            self._count += 1
+            if flush_s + commit_s > sum(self._slowest):
+                self._slowest = (flush_s, commit_s)
         now = self._clock()
-        if now < self._next:
+        if not self._count or now < self._next:
             return
         flush_s, commit_s = self._slowest
         log.info("[%s] %d commit%s took %.0f s or more since the last such line; the slowest %.1f s: %.1f s "
-                 "waiting for the target to acknowledge its records, %.1f s committing",
+                 "waiting for the target's acknowledgements, %.1f s committing",
                  threading.current_thread().name, self._count, "" if self._count == 1 else "s", SLOW_COMMIT_S,
                  flush_s + commit_s, flush_s, commit_s)
         self._count, self._slowest, self._next = 0, (0.0, 0.0), now + SLOW_COMMIT_LOG_S
@@ -93,6 +94,10 @@ class Checkpoint:
         #: (its records not acknowledged then were dropped with it).
         self._discards: Dict[TopicPartition, int] = {}
         self._slow = SlowCommits()
+
+    def restart_timer(self) -> None:
+        """The next commit is due an interval from now (after a rollback's recovery too)."""
+        self._last_commit = self._clock()
 
     def due(self) -> bool:
         return self._clock() - self._last_commit > self._interval_s
@@ -136,7 +141,7 @@ class Checkpoint:
             # it: timed from its start, a target whose commits take longer than the interval (a
             # transaction coordinator just back from an outage) got one commit per batch, each
             # paying the whole cost for a few hundred records.
-            self._last_commit = self._clock()
+            self.restart_timer()
 
     def _commit(self, partitions: Optional[Iterable[TopicPartition]], deadline: Optional[float]) -> bool:
         now = self._clock()

@@ -227,7 +227,7 @@ def test_a_slow_commit_is_told_split_in_its_flush_and_its_commit(caplog, monkeyp
     assert cp.commit() is True
     lines = [r.getMessage() for r in caplog.records if "took 2 s or more" in r.getMessage()]
     assert lines == [f"[{threading.current_thread().name}] 1 commit took 2 s or more since the last such line; "
-                     "the slowest 3.5 s: 3.0 s waiting for the target to acknowledge its records, 0.5 s committing"]
+                     "the slowest 3.5 s: 3.0 s waiting for the target's acknowledgements, 0.5 s committing"]
 
 
 def test_slow_commits_are_summed_up_in_a_line_at_most_every_30_s(caplog):
@@ -245,10 +245,26 @@ def test_slow_commits_are_summed_up_in_a_line_at_most_every_30_s(caplog):
     slow.took(2.0, 0.0)
     lines = [r.getMessage().split("] ", 1)[1] for r in caplog.records]
     assert lines == [
-        "1 commit took 2 s or more since the last such line; the slowest 2.6 s: 2.5 s waiting for the target "
-        "to acknowledge its records, 0.1 s committing",
-        "3 commits took 2 s or more since the last such line; the slowest 6.2 s: 0.2 s waiting for the target "
-        "to acknowledge its records, 6.0 s committing"]
+        "1 commit took 2 s or more since the last such line; the slowest 2.6 s: 2.5 s waiting for the target's "
+        "acknowledgements, 0.1 s committing",
+        "3 commits took 2 s or more since the last such line; the slowest 6.2 s: 0.2 s waiting for the target's "
+        "acknowledgements, 6.0 s committing"]
+
+
+def test_slow_commits_held_back_are_told_at_the_next_commit_once_the_quiet_time_passed(caplog):
+    from mirror_maker.offsets.checkpoint import SLOW_COMMIT_LOG_S, SlowCommits
+
+    now = [0.0]
+    slow = SlowCommits(clock=lambda: now[0])
+    caplog.set_level("INFO", logger="mirror_maker.checkpoint")
+    slow.took(3.0, 0.0)
+    slow.took(4.0, 0.0)  # held back
+    now[0] += SLOW_COMMIT_LOG_S
+    slow.took(0.1, 0.1)  # fast, but the held-back one is told now, not with a slow commit hours later
+    slow.took(0.1, 0.1)
+    assert [r.getMessage().split("] ", 1)[1][:45] for r in caplog.records] == [
+        "1 commit took 2 s or more since the last such", "1 commit took 2 s or more since the last such"]
+    assert "the slowest 4.0 s" in caplog.records[-1].getMessage()
 
 
 def test_the_next_commit_is_due_an_interval_after_the_last_one_ended():
