@@ -43,6 +43,10 @@ def check_and_stop(target, topic, acked, fenced, survivor) -> None:
     """Every acked record once on the target; then the survivor stops cleanly, the fenced one is gone."""
     try:
         assert_exactly_once(read_committed(target, topic, acked), acked)
+    except AssertionError as failed:  # what each mirror said, for a failure seen only under load
+        said = "\n".join(f"{name}:\n" + "\n".join(mirror.log().splitlines()[-60:])
+                         for name, mirror in (("fenced", fenced), ("survivor", survivor)) if mirror is not None)
+        raise AssertionError(f"{failed}\n{said}") from None
     finally:
         if survivor is not None:
             assert survivor.stop(signal.SIGTERM) == 143, survivor.log()
