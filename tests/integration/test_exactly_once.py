@@ -5,6 +5,7 @@ aborted records)."""
 from __future__ import annotations
 
 import os
+import re
 import signal
 from collections import Counter
 
@@ -39,14 +40,25 @@ def assert_stopped_fenced(mirror) -> None:
     assert len(errors) == 1 and "fenced: another mirror with the same group took over" in errors[0], errors
 
 
-def check_and_stop(target, topic, acked, fenced, survivor) -> None:
-    """Every acked record once on the target; then the survivor stops cleanly, the fenced one is gone."""
+def check_and_stop(target, topic, stream, fenced, survivor) -> None:
+    """Every record ``stream`` had acked, once on the target; then the survivor stops cleanly, the
+    fenced one is gone."""
+    acked = stream.stop()
     try:
         assert_exactly_once(read_committed(target, topic, acked), acked)
-    except AssertionError as failed:  # what each mirror said, for a failure seen only under load
-        said = "\n".join(f"{name}:\n" + "\n".join(mirror.log().splitlines()[-60:])
+    except AssertionError as failed:  # where the records were and what each mirror said: seen once, under load
+        named = set(re.findall(r"b'([^']+)'", str(failed)))
+        where = ", ".join(f"{value.decode()} at {topic}-{partition} offset {offset}"
+                          for value, (partition, offset) in sorted(stream.positions.items()) if value.decode() in named)
+        # On the target but not read: in an aborted transaction, or past the last stable offset.
+        uncommitted = [f"{rec.value.decode()} at {partition}:{offset}"
+                       for partition, offset, rec in target.read_all(topic, timeout_s=30,
+                                                                     **{"isolation.level": "read_uncommitted"})
+                       if rec.value is not None and rec.value.decode() in named]
+        said = "\n".join(f"{name} ({mirror.log_path}):\n" + "\n".join(mirror.log().splitlines()[-150:])
                          for name, mirror in (("fenced", fenced), ("survivor", survivor)) if mirror is not None)
-        raise AssertionError(f"{failed}\n{said}") from None
+        raise AssertionError(f"{failed}\non the source: {where}\non the target, read_uncommitted: "
+                             f"{', '.join(uncommitted) or 'none'}\n{said}") from None
     finally:
         if survivor is not None:
             assert survivor.stop(signal.SIGTERM) == 143, survivor.log()
@@ -106,8 +118,8 @@ def test_a_zombie_cannot_commit_after_another_instance_took_over(tmp_path, sourc
         kill(first, second)  # closes their logs: a leaked one fails a later test
         raise
     finally:
-        acked = stream.stop()
-    check_and_stop(target, topic, acked, first, second)
+        stream.stop()
+    check_and_stop(target, topic, stream, first, second)
 
 
 @pytest.mark.slow
@@ -135,8 +147,8 @@ def test_a_second_process_with_other_shards_fences_the_first(tmp_path, source, t
         kill(first, second)  # closes their logs: a leaked one fails a later test
         raise
     finally:
-        acked = stream.stop()
-    check_and_stop(target, topic, acked, first, second)
+        stream.stop()
+    check_and_stop(target, topic, stream, first, second)
 
 
 def test_a_writer_killed_between_its_offsets_and_its_commit_is_fenced_without_waiting(tmp_path, source, target,
