@@ -427,7 +427,9 @@ def test_a_killed_driver_leaves_no_worker_behind_and_they_commit(tmp_path, sourc
     assert {pid for _w, pid, _j in started_workers(mirror.log())} <= set(pids)
     mirror.kill()  # SIGKILL: no handler runs in the driver
 
-    wait_until(lambda: all(gone(pid) for pid in pids), 30, "the JVM and the Spark workers to exit")
+    # Seconds here; but a worker's final flush and commit may take --shutdown.timeout.ms (30 s) on
+    # a busy machine, and the JVM and pyspark's daemon exit after it.
+    wait_until(lambda: all(gone(pid) for pid in pids), 60, "the JVM and the Spark workers to exit")
     wait_until(lambda: sum(source.committed(files.group, topic).values()) == 500, 30,
                "the workers' final commit")
 
