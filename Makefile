@@ -88,9 +88,10 @@ $(BENCH_VENV)/.installed: setup.cfg pyproject.toml benchmarks/requirements.txt
 	$(BENCH_VENV)/bin/pip install --quiet -e '.[embedded,spark,raw]' -r benchmarks/requirements.txt
 	touch $@
 
-## The commit whose modes the benchmark runs next to today's (before -> after, same run): the last
-## landed before the modes shared one copy loop.
-BENCH_BASELINE ?= b988dfb
+## A commit whose modes the benchmark runs next to today's (before -> after, same run), e.g.
+## BENCH_BASELINE=b988dfb, the last landed before the modes shared one copy loop. Off by default:
+## its 36 runs add about 15 minutes to a full run of about 2.5 hours.
+BENCH_BASELINE ?=
 
 ## The Python peers (quixstreams) in their own venv: they pin another confluent-kafka than the mirror.
 PEERS_VENV := .venv-peers
@@ -101,7 +102,7 @@ $(PEERS_VENV)/.installed: benchmarks/peers/requirements.txt
 	touch $@
 
 bench: $(BENCH_VENV)/.installed $(PEERS_VENV)/.installed
-	$(BENCH_VENV)/bin/python benchmarks/bench.py --peers-python $(PEERS_VENV)/bin/python --baseline $(BENCH_BASELINE) $(BENCH_ARGS)
+	$(BENCH_VENV)/bin/python benchmarks/bench.py --peers-python $(PEERS_VENV)/bin/python $(if $(BENCH_BASELINE),--baseline $(BENCH_BASELINE)) $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) $(BENCH_VENV) $(PEERS_VENV) .venv-py3.* demo-work .pytest_cache
