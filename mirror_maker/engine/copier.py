@@ -47,16 +47,30 @@ def _index(run: List, msg) -> int:
 class Tracker:
     """Records sent one by one, each with its own delivery callback, so that a refused record
     is known by its source offset (exactly-once after a refusal: the transaction is mirrored
-    again without it). ``refused`` holds the (partition, offset) pairs to skip from now on."""
+    again without it). ``refused`` holds the (partition, offset) pairs to skip from now on.
 
-    def __init__(self, on_refused: Callable[[TopicPartition, int, str, str], None]) -> None:
+    A delivery error that says the transaction failed rather than the record (an epoch bump, a
+    fence, a timeout: ``failed_the_transaction``) is no refusal: it goes to
+    ``on_transaction_failed``, the transaction aborts and the record is mirrored again. Taken for
+    a refusal, it was skipped for good with --abort.on.send.failure false."""
+
+    def __init__(self, on_refused: Callable[[TopicPartition, int, str, str], None],
+                 failed_the_transaction: Callable[[KafkaError], bool] = lambda err: False,
+                 on_transaction_failed: Callable[[str], None] = lambda reason: None) -> None:
         self.refused = set()
         self._on_refused = on_refused
+        self._failed_the_transaction = failed_the_transaction
+        self._on_transaction_failed = on_transaction_failed
 
     def callback(self, tp: TopicPartition, offset: int, topic: str):
         @client_callback
         def delivered(err, _msg) -> None:
-            if err is not None and err.code() not in (KafkaError._PURGE_QUEUE, KafkaError._PURGE_INFLIGHT):
+            if err is None or err.code() in (KafkaError._PURGE_QUEUE, KafkaError._PURGE_INFLIGHT):
+                return
+            if self._failed_the_transaction(err):
+                self._on_transaction_failed(f"Error when sending message from {tp.topic}-{tp.partition} offset "
+                                            f"{offset} to topic {topic}: {err.str()} (the transaction failed)")
+            else:
                 self.refuse(tp, offset, topic, err.str())
         return delivered
 

@@ -35,7 +35,7 @@ from confluent_kafka import TopicPartition as KafkaTopicPartition
 
 from ..callbacks import client_callback
 from ..clients.producer import _PURGED, MirrorProducer
-from ..clients.retry import commit_retrying
+from ..clients.committed import read_committed_offsets
 from ..errors import ClientFailed, SendFailed
 from ..offsets.transactional import (CALL_GRACE_S, ProducerUnusable, TargetOffsets, TransactionStuck, bounded, fence,
                                      shard_number, transactional_id)
@@ -45,8 +45,23 @@ from .positions import COMMITTED_TIMEOUT_S
 
 log = logging.getLogger("mirror_maker.worker")
 
-#: produce() errors that say the transaction failed, not the record.
-_TRANSACTION_FAILED = frozenset({KafkaError._STATE, KafkaError._FATAL})
+#: Errors that say the transaction failed, not the record: the producer's state or a fatal error
+#: (produce() raises them once a record before was refused), a fence or the coordinator's epoch
+#: bump, or a target that did not answer in time. The record goes again after the abort.
+_TRANSACTION_FAILED = frozenset({
+    KafkaError._STATE, KafkaError._FATAL, KafkaError._FENCED, KafkaError.PRODUCER_FENCED,
+    KafkaError.INVALID_PRODUCER_EPOCH, KafkaError.INVALID_TXN_STATE, KafkaError.UNKNOWN_PRODUCER_ID,
+    KafkaError.OUT_OF_ORDER_SEQUENCE_NUMBER, KafkaError.INVALID_PRODUCER_ID_MAPPING,
+    KafkaError.TRANSACTION_COORDINATOR_FENCED, KafkaError._MSG_TIMED_OUT, KafkaError._TIMED_OUT,
+    KafkaError._TIMED_OUT_QUEUE,
+})
+
+
+def failed_the_transaction(error: KafkaError) -> bool:
+    """Whether ``error`` (of produce() or of a delivery) is the transaction's, not the record's."""
+    return error.code() in _TRANSACTION_FAILED or error.fatal() or error.txn_requires_abort()
+
+
 #: A transaction also commits once it holds this many records (besides the commit interval).
 MAX_TRANSACTION_RECORDS = 500_000
 INIT_TRANSACTIONS_TIMEOUT_S = 60.0
@@ -107,7 +122,7 @@ class TransactionalProducer(MirrorProducer):
         """A record produce() would not take because the transaction failed (a record before it
         was refused, an epoch bump), not for what the record is: the transaction aborts and the
         record goes again, never counted as refused (a tracked one was then skipped for good)."""
-        if error.code() in _TRANSACTION_FAILED or error.fatal() or error.txn_requires_abort():
+        if failed_the_transaction(error):
             self._not_queued()
             self.failures.append(f"Error when sending message from {where} to topic {topic}: {error.str()} "
                                  f"(the transaction failed)")
@@ -238,7 +253,11 @@ class TransactionalSink:
 
     def track(self) -> None:
         if self.tracker is None:
-            self.tracker = Tracker(self._refused)
+            self.tracker = Tracker(self._refused, failed_the_transaction, self._transaction_failed)
+
+    def _transaction_failed(self, reason: str) -> None:
+        """A tracked record failed with its transaction (the producer now in use): it aborts."""
+        self.producer.failures.append(reason)
 
     def _refused(self, tp: TopicPartition, offset: int, topic: str, reason: str) -> None:
         """A tracked record the target refused, known by its source offset: the mirror stops
@@ -278,9 +297,9 @@ class TargetStarts:
         positions = {tp: c.offset for tp, c in committed.items()}
         missing = [tp for tp in tps if tp not in positions]
         if missing:
-            source = commit_retrying()(self._consumer.committed,
-                                       [KafkaTopicPartition(tp.topic, tp.partition) for tp in missing],
-                                       timeout=COMMITTED_TIMEOUT_S)
+            source = read_committed_offsets(self._consumer,
+                                            [KafkaTopicPartition(tp.topic, tp.partition) for tp in missing],
+                                            COMMITTED_TIMEOUT_S)
             for tp in source:
                 if tp.offset >= 0:
                     positions[TopicPartition(tp.topic, tp.partition)] = tp.offset

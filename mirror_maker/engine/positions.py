@@ -21,6 +21,7 @@ from typing import Callable, Dict, Iterable, List, Optional, Set, Tuple
 from confluent_kafka import KafkaException
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
+from ..clients.committed import read_committed_offsets
 from ..errors import ClientFailed, NoOffsetForPartition
 from ..records import TopicPartition
 
@@ -172,10 +173,7 @@ def watermarks_of(consumer) -> Callable[[TopicPartition], Tuple[int, int]]:
 def committed_in_group(consumer, retrying) -> Callable[[List[TopicPartition]], Dict[TopicPartition, int]]:
     """The source group's committed offsets, through the stream's consumer."""
     def committed(tps: List[TopicPartition]) -> Dict[TopicPartition, int]:
-        answer = retrying()(consumer.committed, [KafkaTopicPartition(tp.topic, tp.partition) for tp in tps],
-                            timeout=COMMITTED_TIMEOUT_S)
-        failed = [tp.error for tp in answer if tp.error is not None]
-        if failed:  # an offset not read is not "no offset": auto.offset.reset must not place it
-            raise KafkaException(failed[0])
+        answer = read_committed_offsets(consumer, [KafkaTopicPartition(tp.topic, tp.partition) for tp in tps],
+                                        COMMITTED_TIMEOUT_S, retrying)
         return {TopicPartition(tp.topic, tp.partition): tp.offset for tp in answer if tp.offset >= 0}
     return committed

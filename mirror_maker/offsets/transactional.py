@@ -21,7 +21,7 @@ import confluent_kafka
 from confluent_kafka import KafkaException
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
-from ..clients.retry import commit_retrying
+from ..clients.committed import read_committed_offsets
 from ..errors import ClientFailed
 from ..ops.log import librdkafka_logger
 from ..records import TopicPartition
@@ -114,8 +114,8 @@ class TargetOffsets:
         if not keys:
             return {}
         consumer = self._consumer if stable else self._peek()
-        answer = commit_retrying()(consumer.committed, [KafkaTopicPartition(key.topic, key.partition) for key in keys],
-                                   timeout=timeout_s)
+        answer = read_committed_offsets(consumer, [KafkaTopicPartition(key.topic, key.partition) for key in keys],
+                                        timeout_s)
         return {keys[TopicPartition(tp.topic, tp.partition)]: Committed(tp.offset, tp.metadata or None)
                 for tp in answer if tp.offset >= 0}
 

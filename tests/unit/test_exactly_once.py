@@ -146,6 +146,31 @@ def test_two_source_topics_going_to_one_target_topic_cannot_share_its_offsets():
         offsets.close()
 
 
+def test_a_target_offset_that_could_not_be_read_is_never_taken_for_none():
+    """librdkafka answers a partition it could not read with an error and offset -1001, as one
+    with no offset: taken for none, a shard started at the source group's offset or where
+    auto.offset.reset says (the end, with latest), past records never mirrored."""
+    from types import SimpleNamespace
+
+    from mirror_maker.offsets.transactional import Committed, TargetOffsets
+
+    def answer(offset, error=None, writer=None):
+        return [SimpleNamespace(topic="t", partition=0, offset=offset, error=error, metadata=writer)]
+
+    offsets = TargetOffsets({"bootstrap.servers": "127.0.0.1:1", "log_level": 0}, "g", "c", lambda topic: topic)
+    real, answers = offsets._consumer, [answer(-1001, KafkaError(KafkaError.COORDINATOR_LOAD_IN_PROGRESS)),
+                                        answer(12, writer="g.eos.1"),
+                                        answer(-1001, KafkaError(KafkaError.UNSTABLE_OFFSET_COMMIT))]
+    offsets._consumer = SimpleNamespace(committed=lambda tps, timeout: answers.pop(0))
+    try:
+        assert offsets.committed([T0]) == {T0: Committed(12, "g.eos.1")}  # read again once it loaded
+        with pytest.raises(KafkaException, match="UNSTABLE_OFFSET_COMMIT|unstable"):
+            offsets.committed([T0])
+    finally:
+        offsets._consumer = real
+        offsets.close()
+
+
 def test_the_source_commit_is_best_effort():
     committer = TransactionalCommitter(TxnProducer(), Target(), Source(fail=True), "g.eos.0", Sink())
     assert committer.commit({T0: 7}) == {T0: 7}
@@ -651,6 +676,46 @@ def test_a_refused_record_with_abort_false_is_tracked_named_by_the_policy_counte
     assert [sent[1] for sent in producer.sent] == [b"aa", b"cc"]
     assert worker.commit() and events[-1] == ("commit", {T0: 3})
     assert not sink.tracking and worker._metrics.totals()["filtered"] == 0
+
+
+def test_a_tracked_record_failing_with_its_transaction_is_mirrored_again_not_skipped():
+    """Tracking after a refusal, a record whose delivery fails because the transaction did (the
+    coordinator bumped the epoch, a timeout) is no refusal: it was skipped for good with abort
+    false, and the commit after it passed it."""
+    worker, producer, events, sink = eos_stream()
+    worker.checkpoint.started({T0: 0})
+    sink.refusals.append("Broker: Message size too large")
+    worker.commit()
+    assert sink.tracking
+    mirror(worker, [Msg("t", 0, 0, b"aa"), Msg("t", 0, 1, b"bb"), Msg("t", 0, 2, b"cc")])
+    producer.callbacks[1](KafkaError(KafkaError.INVALID_PRODUCER_EPOCH, "Producer attempted an operation with an "
+                                     "old epoch"), None)
+    assert not sink.tracker.refused and worker._metrics.totals()["dropped"] == 0
+    assert "(the transaction failed)" in sink.refusals[0]
+    assert not worker.commit()  # it aborts, back to offset 0
+    producer.sent.clear()
+    mirror(worker, [Msg("t", 0, 0, b"aa"), Msg("t", 0, 1, b"bb"), Msg("t", 0, 2, b"cc")])
+    assert [sent[1] for sent in producer.sent] == [b"aa", b"bb", b"cc"]
+    assert worker.commit() and events[-1] == ("commit", {T0: 3})
+
+
+def test_only_errors_about_the_record_make_a_tracked_record_refused():
+    from mirror_maker.engine.copier import Tracker
+    from mirror_maker.engine.exactly_once import failed_the_transaction
+
+    refused, failed = [], []
+    tracker = Tracker(lambda tp, offset, topic, reason: refused.append(offset), failed_the_transaction, failed.append)
+    transaction = (KafkaError.INVALID_PRODUCER_EPOCH, KafkaError.PRODUCER_FENCED, KafkaError._FENCED,
+                   KafkaError.INVALID_TXN_STATE, KafkaError.UNKNOWN_PRODUCER_ID, KafkaError._MSG_TIMED_OUT,
+                   KafkaError._FATAL, KafkaError._STATE)
+    for offset, code in enumerate(transaction):
+        tracker.callback(T0, offset, "t")(KafkaError(code), None)
+    tracker.callback(T0, 50, "t")(KafkaError(KafkaError._PURGE_INFLIGHT), None)  # an abort's: nothing
+    assert refused == [] and len(failed) == len(transaction) and "t-0 offset 5 to topic t" in failed[5]
+    for offset, code in enumerate((KafkaError.MSG_SIZE_TOO_LARGE, KafkaError.INVALID_RECORD,
+                                   KafkaError.TOPIC_AUTHORIZATION_FAILED), start=100):
+        tracker.callback(T0, offset, "t")(KafkaError(code), None)
+    assert refused == [100, 101, 102] and len(failed) == len(transaction)
 
 
 def test_a_refused_record_with_abort_true_stops_the_run_naming_it_once_tracking_found_it():
