@@ -20,7 +20,7 @@ import confluent_kafka
 from confluent_kafka import KafkaError, KafkaException
 
 from ..callbacks import client_callback
-from ..clients.producer import SendInterrupted
+from ..clients.producer import _PURGED, SendInterrupted
 from ..errors import HandlerFailed, MirrorFailure
 from ..handlers import DefaultMessageHandler, PartitionPreservingHandler
 from ..records import ConsumerRecord, TopicPartition
@@ -56,7 +56,7 @@ class Tracker:
 
     def __init__(self, on_refused: Callable[[TopicPartition, int, str, str], None],
                  failed_the_transaction: Callable[[KafkaError], bool] = lambda err: False,
-                 on_transaction_failed: Callable[[str], None] = lambda reason: None) -> None:
+                 on_transaction_failed: Callable[..., None] = lambda tp, offset, topic, err: None) -> None:
         self.refused = set()
         self._on_refused = on_refused
         self._failed_the_transaction = failed_the_transaction
@@ -65,11 +65,10 @@ class Tracker:
     def callback(self, tp: TopicPartition, offset: int, topic: str):
         @client_callback
         def delivered(err, _msg) -> None:
-            if err is None or err.code() in (KafkaError._PURGE_QUEUE, KafkaError._PURGE_INFLIGHT):
+            if err is None or err.code() in _PURGED:
                 return
             if self._failed_the_transaction(err):
-                self._on_transaction_failed(f"Error when sending message from {tp.topic}-{tp.partition} offset "
-                                            f"{offset} to topic {topic}: {err.str()} (the transaction failed)")
+                self._on_transaction_failed(tp, offset, topic, err)
             else:
                 self.refuse(tp, offset, topic, err.str())
         return delivered

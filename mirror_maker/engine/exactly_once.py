@@ -34,7 +34,7 @@ from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
 from ..callbacks import client_callback
-from ..clients.producer import _PURGED, MirrorProducer
+from ..clients.producer import _PURGED, MirrorProducer, _where
 from ..clients.committed import read_committed_offsets
 from ..errors import ClientFailed, SendFailed
 from ..offsets.transactional import (CALL_GRACE_S, ProducerUnusable, TargetOffsets, TransactionStuck, bounded, fence,
@@ -124,10 +124,14 @@ class TransactionalProducer(MirrorProducer):
         record goes again, never counted as refused (a tracked one was then skipped for good)."""
         if failed_the_transaction(error):
             self._not_queued()
-            self.failures.append(f"Error when sending message from {where} to topic {topic}: {error.str()} "
-                                 f"(the transaction failed)")
+            self.transaction_failed(where, topic, error)
             return
         super()._not_taken(where, topic, key, value, error, on_delivery)
+
+    def transaction_failed(self, where: str, topic, error: KafkaError) -> None:
+        """The record from ``where`` failed with its transaction: the transaction aborts."""
+        self.failures.append(f"Error when sending message from {where} to topic {topic}: {error.str()} "
+                             f"(the transaction failed)")
 
     def _stop_waiting(self) -> bool:
         # librdkafka holds a failed transaction's queued records back until it is aborted.
@@ -255,9 +259,9 @@ class TransactionalSink:
         if self.tracker is None:
             self.tracker = Tracker(self._refused, failed_the_transaction, self._transaction_failed)
 
-    def _transaction_failed(self, reason: str) -> None:
-        """A tracked record failed with its transaction (the producer now in use): it aborts."""
-        self.producer.failures.append(reason)
+    def _transaction_failed(self, tp: TopicPartition, offset: int, topic: str, error: KafkaError) -> None:
+        """A tracked record failed with its transaction (told to the producer now in use)."""
+        self.producer.transaction_failed(_where(tp.topic, tp.partition, offset), topic, error)
 
     def _refused(self, tp: TopicPartition, offset: int, topic: str, reason: str) -> None:
         """A tracked record the target refused, known by its source offset: the mirror stops

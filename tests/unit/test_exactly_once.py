@@ -609,6 +609,8 @@ class TxnRecordingProducer:
     def __setattr__(self, name, value):
         setattr(self._inner, name, value)
 
+    transaction_failed = TransactionalProducer.transaction_failed  # the real line, into ``failures``
+
     def in_transaction(self):
         return 0
 
@@ -691,7 +693,8 @@ def test_a_tracked_record_failing_with_its_transaction_is_mirrored_again_not_ski
     producer.callbacks[1](KafkaError(KafkaError.INVALID_PRODUCER_EPOCH, "Producer attempted an operation with an "
                                      "old epoch"), None)
     assert not sink.tracker.refused and worker._metrics.totals()["dropped"] == 0
-    assert "(the transaction failed)" in sink.refusals[0]
+    assert sink.refusals[0].startswith("Error when sending message from t-0 offset 1 to topic t: ")
+    assert sink.refusals[0].endswith("(the transaction failed)")
     assert not worker.commit()  # it aborts, back to offset 0
     producer.sent.clear()
     mirror(worker, [Msg("t", 0, 0, b"aa"), Msg("t", 0, 1, b"bb"), Msg("t", 0, 2, b"cc")])
@@ -704,14 +707,15 @@ def test_only_errors_about_the_record_make_a_tracked_record_refused():
     from mirror_maker.engine.exactly_once import failed_the_transaction
 
     refused, failed = [], []
-    tracker = Tracker(lambda tp, offset, topic, reason: refused.append(offset), failed_the_transaction, failed.append)
+    tracker = Tracker(lambda tp, offset, topic, reason: refused.append(offset), failed_the_transaction,
+                      lambda tp, offset, topic, err: failed.append((tp, offset, topic, err.code())))
     transaction = (KafkaError.INVALID_PRODUCER_EPOCH, KafkaError.PRODUCER_FENCED, KafkaError._FENCED,
                    KafkaError.INVALID_TXN_STATE, KafkaError.UNKNOWN_PRODUCER_ID, KafkaError._MSG_TIMED_OUT,
                    KafkaError._FATAL, KafkaError._STATE)
     for offset, code in enumerate(transaction):
         tracker.callback(T0, offset, "t")(KafkaError(code), None)
     tracker.callback(T0, 50, "t")(KafkaError(KafkaError._PURGE_INFLIGHT), None)  # an abort's: nothing
-    assert refused == [] and len(failed) == len(transaction) and "t-0 offset 5 to topic t" in failed[5]
+    assert refused == [] and failed == [(T0, offset, "t", code) for offset, code in enumerate(transaction)]
     for offset, code in enumerate((KafkaError.MSG_SIZE_TOO_LARGE, KafkaError.INVALID_RECORD,
                                    KafkaError.TOPIC_AUTHORIZATION_FAILED), start=100):
         tracker.callback(T0, offset, "t")(KafkaError(code), None)
