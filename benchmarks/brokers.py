@@ -29,6 +29,11 @@ class Brokers:
     def __exit__(self, *exc) -> None:
         self.source.stop()
         self.target.stop()
+        self.closed()
+
+    def closed(self) -> None:
+        """The clusters stopped: clients held for the whole run let go (one left alive reconnects
+        to a stopped broker every second, into the log, for the rest of the benchmark)."""
 
     def start(self) -> None:
         raise NotImplementedError
@@ -85,6 +90,9 @@ class KafkaBrokers(Brokers):
                 if time.monotonic() > deadline:
                     raise
                 time.sleep(0.1)
+
+    def closed(self) -> None:
+        self._admin = None
 
     def end_offsets(self, topic: str) -> Optional[int]:
         # One ListOffsets request for every partition (a round trip each made a watcher step
