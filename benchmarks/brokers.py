@@ -27,13 +27,13 @@ class Brokers:
         return self
 
     def __exit__(self, *exc) -> None:
+        self.closing()
         self.source.stop()
         self.target.stop()
-        self.closed()
 
-    def closed(self) -> None:
-        """The clusters stopped: clients held for the whole run let go (one left alive reconnects
-        to a stopped broker every second, into the log, for the rest of the benchmark)."""
+    def closing(self) -> None:
+        """Before the clusters stop: clients held for the whole run let go (one left alive
+        reconnects to a stopped broker every second, into the log, for the rest of the benchmark)."""
 
     def start(self) -> None:
         raise NotImplementedError
@@ -91,7 +91,7 @@ class KafkaBrokers(Brokers):
                     raise
                 time.sleep(0.1)
 
-    def closed(self) -> None:
+    def closing(self) -> None:
         self._admin = None
 
     def end_offsets(self, topic: str) -> Optional[int]:
