@@ -90,7 +90,7 @@ $(BENCH_VENV)/.installed: setup.cfg pyproject.toml benchmarks/requirements.txt
 
 ## A commit whose modes the benchmark runs next to today's (before -> after, same run), e.g.
 ## BENCH_BASELINE=b988dfb, the last landed before the modes shared one copy loop. Off by default:
-## its 36 runs add about 15 minutes to a full run of about 2.5 hours.
+## its 36 runs add about 15 minutes to a full run of about 2 hours.
 BENCH_BASELINE ?=
 
 ## The Python peers (quixstreams) in their own venv: they pin another confluent-kafka than the mirror.
