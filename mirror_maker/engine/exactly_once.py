@@ -130,8 +130,7 @@ class TransactionalProducer(MirrorProducer):
 
     def transaction_failed(self, where: str, topic, error: KafkaError) -> None:
         """The record from ``where`` failed with its transaction: the transaction aborts."""
-        self.failures.append(f"Error when sending message from {where} to topic {topic}: {error.str()} "
-                             f"(the transaction failed)")
+        self._send_failed(where, topic, None, None, f"{error.str()} (the transaction failed)")
 
     def _stop_waiting(self) -> bool:
         # librdkafka holds a failed transaction's queued records back until it is aborted.
@@ -269,7 +268,7 @@ class TransactionalSink:
         # The transaction holds its queued records back until it is aborted: no flush waits.
         self.producer.failures.append(reason)
         self._metrics.dropped_many(1)
-        text = f"Error when sending message from {tp.topic}-{tp.partition} offset {offset} to topic {topic}: {reason}"
+        text = f"Error when sending message from {_where(tp.topic, tp.partition, offset)} to topic {topic}: {reason}"
         if self._abort:
             self._state.fail(SendFailed(text))
         else:

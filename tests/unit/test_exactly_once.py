@@ -609,7 +609,9 @@ class TxnRecordingProducer:
     def __setattr__(self, name, value):
         setattr(self._inner, name, value)
 
-    transaction_failed = TransactionalProducer.transaction_failed  # the real line, into ``failures``
+    # The real lines, into ``failures``.
+    transaction_failed = TransactionalProducer.transaction_failed
+    _send_failed = TransactionalProducer._send_failed
 
     def in_transaction(self):
         return 0
