@@ -455,6 +455,9 @@ def _summarize_steady(samples, good, size: int) -> dict:
     done = [max(s.get("records_done", 0), 1) for s in good]
     summary = {"records_per_s": round(rate), "mb_per_s": round(rate * size / 1e6, 1),
                "spread": [round(min(rates)), round(max(rates))],
+               # Each run's rate in run order (None: it failed): round i of two rows ran minutes
+               # apart, so their ratios pair runs under the same stretch of the machine.
+               "run_records_per_s": [round(s["steady_records_per_s"]) if s in good else None for s in samples],
                "window_s": round(min(s["steady_window_s"] for s in good), 1),
                "end_to_end_records_per_s": round(statistics.median(d / s["seconds"] for d, s in zip(done, good))),
                "seconds": round(statistics.median(s["seconds"] for s in good), 2),
