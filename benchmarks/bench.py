@@ -9,7 +9,7 @@ same brokers in the same run: the produce-only and consume-only limits of the Py
 Kafka's own MirrorMaker v1 (3.9, run as kafka-mirror-maker.sh runs it) and MirrorMaker 2
 (dedicated mode, tasks = streams); on both, the plain confluent-kafka loop; on Tansu,
 quix-streams' replicator. For each: records/s, MB/s, CPU seconds per GB (JVMs included) and
-peak RSS, medians of --runs runs, run in rounds (one run of every row, then the next); on Kafka,
+peak RSS, medians of --runs runs, run in rounds (one run of every row, the limits too, then the next); on Kafka,
 raw mode's goal row again with five times the records (RAW_GOAL: ingest limit, record mode, raw
 mode), and raw mode against record mode on sources whose
 batches its record path takes (RECORD_PATH_SOURCES: a LogAppendTime and a compacted topic), and
@@ -600,13 +600,12 @@ class Bench:
         topic = topic or f"w{size}{compression}"
         brokers.create_topic(brokers.source.bootstrap, topic)
         seed(brokers.source.bootstrap, [topic], size, count, compression)
-        for mode in limits:
-            if mode != "copy":
-                row["results"][LIMIT_LABELS[mode]] = self._limit(mode, brokers, size, count, compression,
-                                                                 None if mode == "produce" else topic)
         rows = self.rows(brokers.kind, self.args.streams) if rows is None else rows
-        if "copy" in limits:  # in the rounds: the yardstick of the stream rows, drift alike
-            rows = self._copy_rows(size, self.args.streams) + rows
+        # The limits run in the rounds too: each is a row's yardstick (the copy loop the streams',
+        # the ingest limit raw mode's), and the machine's drift must fall on both alike. The copy
+        # loop first: the warm-up run is the first row's, and it reads the source as the mirrors do.
+        rows = ((self._copy_rows(size, self.args.streams) if "copy" in limits else [])
+                + [(LIMIT_LABELS[mode], self._limit_run(mode, size)) for mode in limits if mode != "copy"] + rows)
         row["results"].update(self._run_rows(brokers, topic, compression, count, size, rows))
         brokers.delete_topic(brokers.source.bootstrap, topic)  # tens of GB with the steady backlogs
         return row
@@ -763,19 +762,11 @@ class Bench:
         return [(copy_label(n), self._limit_run("copy", size, prefix=prefix, threads=n))
                 for n in sorted({1, *streams})]
 
-    def _limit(self, mode, brokers, size, count, compression, topic=None) -> dict:
-        """limit.py's ``mode``, --runs times in a row, before a workload's rows."""
-        run = self._limit_run(mode, size)
-        result = summarize([run(brokers, topic, compression, count, f"limit-{mode}-{i}") for i in range(self.args.runs)],
-                           count, size)
-        self._print(LIMIT_LABELS[mode], result)
-        return result
-
     def _limit_run(self, mode, size, prefix=(), threads=1):
-        """limit.py's ``mode`` as a row's run (``topic`` None: a topic of its own)."""
+        """limit.py's ``mode`` as a row's run (produce only: into a new topic of its own)."""
         def run(brokers, topic, compression, count, tag):
             broker = brokers.target if mode == "produce" else brokers.source
-            name = topic or f"limit-{size}-{compression}-{time.time_ns()}"
+            name = f"limit-{size}-{compression}-{time.time_ns()}" if mode == "produce" else topic
             if mode == "produce":
                 brokers.create_topic(broker.bootstrap, name)
             if mode in ("ingest", "copy"):
