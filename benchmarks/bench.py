@@ -765,11 +765,11 @@ class Bench:
     def _limit_run(self, mode, size, prefix=(), threads=1):
         """limit.py's ``mode`` as a row's run (produce only: into a new topic of its own)."""
         def run(brokers, topic, compression, count, tag):
-            broker = brokers.target if mode == "produce" else brokers.source
-            name = f"limit-{size}-{compression}-{time.time_ns()}" if mode == "produce" else topic
+            broker, name = brokers.source, topic
             if mode == "produce":
+                broker, name = brokers.target, f"limit-{size}-{compression}-{time.time_ns()}"
                 brokers.create_topic(broker.bootstrap, name)
-            if mode in ("ingest", "copy"):
+            elif mode in ("ingest", "copy"):
                 brokers.fresh_target(name)
             command = [*prefix, sys.executable, str(HERE / "limit.py"), mode, broker.bootstrap, name, str(count),
                        str(size), "--compression", compression, "--target", brokers.target.bootstrap,

@@ -119,9 +119,10 @@ def _record_mode(kind: str, section: dict) -> List[str]:
     for row in section["workloads"]:
         if row["record_bytes"] not in COPY_GOAL_SIZES:
             continue
-        mirror, copy = rate(row["results"].get(ONE_STREAM), kind), rate(row["results"].get(COPY), kind)
+        one, loop = row["results"].get(ONE_STREAM), row["results"].get(COPY)
+        mirror, copy = rate(one, kind), rate(loop, kind)
         ratio = mirror / copy if mirror and copy else None
-        paired = paired_ratio(row["results"].get(ONE_STREAM), row["results"].get(COPY))
+        paired = paired_ratio(one, loop)
         lines.append(f"| | {_workload(row)} | {f'{mirror:,.0f}' if mirror else ''} | {f'{copy:,.0f}' if copy else ''} "
                      f"| {f'{ratio:.2f}' if ratio else ''} | {f'{paired:.2f}' if paired else ''} "
                      f"| {_verdict(ratio, COPY_GOAL)} |")
