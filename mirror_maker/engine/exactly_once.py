@@ -62,6 +62,11 @@ def failed_the_transaction(error: KafkaError) -> bool:
     return error.code() in _TRANSACTION_FAILED or error.fatal() or error.txn_requires_abort()
 
 
+def _send_failure(where: str, topic, reason: str) -> str:
+    """The line of a record the transaction could not send (Kafka's words, as record mode's)."""
+    return f"Error when sending message from {where} to topic {topic}: {reason}"
+
+
 #: A transaction also commits once it holds this many records (besides the commit interval).
 MAX_TRANSACTION_RECORDS = 500_000
 INIT_TRANSACTIONS_TIMEOUT_S = 60.0
@@ -116,7 +121,7 @@ class TransactionalProducer(MirrorProducer):
         self.fatal = exc.args[0]
 
     def _send_failed(self, where: str, topic, key, value, reason: str) -> None:
-        self.failures.append(f"Error when sending message from {where} to topic {topic}: {reason}")
+        self.failures.append(_send_failure(where, topic, reason))
 
     def _not_taken(self, where: str, topic, key, value, error: KafkaError, on_delivery=None) -> None:
         """A record produce() would not take because the transaction failed (a record before it
@@ -268,7 +273,7 @@ class TransactionalSink:
         # The transaction holds its queued records back until it is aborted: no flush waits.
         self.producer.failures.append(reason)
         self._metrics.dropped_many(1)
-        text = f"Error when sending message from {_where(tp.topic, tp.partition, offset)} to topic {topic}: {reason}"
+        text = _send_failure(_where(tp.topic, tp.partition, offset), topic, reason)
         if self._abort:
             self._state.fail(SendFailed(text))
         else:
