@@ -9,7 +9,8 @@ same brokers in the same run: the produce-only and consume-only limits of the Py
 Kafka's own MirrorMaker v1 (3.9, run as kafka-mirror-maker.sh runs it) and MirrorMaker 2
 (dedicated mode, tasks = streams); on both, the plain confluent-kafka loop; on Tansu,
 quix-streams' replicator. For each: records/s, MB/s, CPU seconds per GB (JVMs included) and
-peak RSS, medians of --runs runs, run in rounds (one run of every row, the limits too, then the next); on Kafka,
+peak RSS, medians of --runs runs, run in rounds (one run of every row, the limits too, in an order of
+its own each round, then the next); on Kafka,
 raw mode's goal row again with five times the records (RAW_GOAL: ingest limit, record mode, raw
 mode), and raw mode against record mode on sources whose
 batches its record path takes (RECORD_PATH_SOURCES: a LogAppendTime and a compacted topic), and
@@ -616,10 +617,15 @@ class Bench:
         if rows and self.args.warmup:  # the first run after seeding is slower for every tool: not measured
             rows[0][1](brokers, topic, compression, count, f"{brokers.kind}-warmup")
         # In rounds (run i of every row, then run i + 1), so that a slower stretch of the machine
-        # falls on every row alike rather than on the rows that ran during it.
+        # falls on every row alike rather than on the rows that ran during it; each round in its
+        # own order (seeded, so a rerun repeats it), so that no row always follows the same one
+        # (the previous row's load, its deleted target files) or always runs first.
         runs: Dict[str, list] = {label: [] for label, _run in rows}
         for i in range(self.args.runs):
-            for label, run in rows:
+            order = list(rows)
+            random.Random(i).shuffle(order)
+            print(f"-- round {i + 1}: " + "; ".join(label for label, _run in order), flush=True)
+            for label, run in order:
                 runs[label].append(run(brokers, topic, compression, count,
                                        f"{brokers.kind}-{re.sub(r'[^a-z0-9]+', '-', label.lower())}-{i}"))
         for label, _run in rows:
