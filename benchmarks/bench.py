@@ -10,7 +10,7 @@ Kafka's own MirrorMaker v1 (3.9, run as kafka-mirror-maker.sh runs it) and Mirro
 (dedicated mode, tasks = streams); on both, the plain confluent-kafka loop; on Tansu,
 quix-streams' replicator. For each: records/s, MB/s, CPU seconds per GB (JVMs included) and
 peak RSS, medians of --runs runs, run in rounds (one run of every row, the limits too, in an order of
-its own each round, then the next); on Kafka,
+its own each round, the rows a goal divides by each other back to back, then the next); on Kafka,
 raw mode's goal row again with five times the records (RAW_GOAL: ingest limit, record mode, raw
 mode), and raw mode against record mode on sources whose
 batches its record path takes (RECORD_PATH_SOURCES: a LogAppendTime and a compacted topic), and
@@ -66,7 +66,7 @@ sys.path.insert(0, str(HERE))
 
 from brokers import KINDS, PARTITIONS, Brokers  # noqa: E402
 from cpu_split import CpuSplit, thread_shares  # noqa: E402
-from goals import copy_label  # noqa: E402
+from goals import COPY, INGEST, ONE_STREAM, RAW, SPARK_TWO, TWO_STREAMS, copy_label  # noqa: E402
 from mirror_maker.embedded import die_with_parent  # noqa: E402
 
 WORKLOADS = [(100, 1_000_000), (1000, 200_000), (102400, 2_000)]
@@ -101,6 +101,9 @@ LIMIT_LABELS = {"produce": "limit: produce only", "consume": "limit: consume onl
 #: window is then longer by the settling time and this spare, so that the watcher's ends first.
 WATCHED_LIMITS = ("produce", "copy", "ingest")
 WATCHED_LIMIT_SPARE_S = 5.0
+#: Rows that goals divide by each other, each chain run back to back in every round: one stream
+#: by the copy loop, two streams by one, Spark by two streams; raw mode by the ingest limit.
+GOAL_CHAINS = ((COPY, ONE_STREAM, TWO_STREAMS, SPARK_TWO), (INGEST, RAW))
 #: Raw mode's goal row (issue: 100 B lz4) again with enough records for its rate to be timed
 #: over seconds: of the regular workload, raw mode mirrors a million such records in 0.25 s once
 #: they flow, which a watcher's step and a run's start and end move by 10% either way.
@@ -371,6 +374,24 @@ def properties(work: Path, tag: str, source: str, target: str, compression: str,
     return consumer_file, producer_file
 
 
+def round_order(rows: List[tuple], i: int) -> List[tuple]:
+    """Round ``i``'s order of ``rows`` (label, run): shuffled (seeded, so a rerun repeats it), so
+    that no row always follows the same one (the previous row's load, its deleted target files) or
+    always runs first; but the rows a goal divides by each other (GOAL_CHAINS) back to back, forward
+    in even rounds and backward in odd ones, so that a round's ratio compares runs a minute apart
+    rather than most of a round apart (the machine drifts more in that time than a goal's margin)."""
+    by_label = dict(rows)
+    units, chained = [], set()
+    for chain in GOAL_CHAINS:
+        members = [label for label in chain if label in by_label]
+        if len(members) > 1:
+            units.append(members if i % 2 == 0 else members[::-1])
+            chained.update(members)
+    units += [[label] for label, _run in rows if label not in chained]
+    random.Random(i).shuffle(units)
+    return [(label, by_label[label]) for unit in units for label in unit]
+
+
 def spark_startup_s(log: Path) -> float:
     """Seconds from the mirror's first log line to the first Spark worker running (the cold start
     of the JVM, the SparkContext and pyspark's worker daemon)."""
@@ -618,12 +639,10 @@ class Bench:
             rows[0][1](brokers, topic, compression, count, f"{brokers.kind}-warmup")
         # In rounds (run i of every row, then run i + 1), so that a slower stretch of the machine
         # falls on every row alike rather than on the rows that ran during it; each round in its
-        # own order (seeded, so a rerun repeats it), so that no row always follows the same one
-        # (the previous row's load, its deleted target files) or always runs first.
+        # own order (round_order).
         runs: Dict[str, list] = {label: [] for label, _run in rows}
         for i in range(self.args.runs):
-            order = list(rows)
-            random.Random(i).shuffle(order)
+            order = round_order(rows, i)
             print(f"-- round {i + 1}: " + "; ".join(label for label, _run in order), flush=True)
             for label, run in order:
                 runs[label].append(run(brokers, topic, compression, count,
