@@ -11,11 +11,12 @@ Kafka's own MirrorMaker v1 (3.9, run as kafka-mirror-maker.sh runs it) and Mirro
 quix-streams' replicator. For each: records/s, MB/s, CPU seconds per GB (JVMs included) and
 peak RSS, medians of --runs runs, run in rounds (one run of every row, the limits too, in an order of
 its own each round, the rows a goal divides by each other back to back, then the next); on Kafka,
-raw mode's goal row again with five times the records (RAW_GOAL: ingest limit, record mode, raw
-mode), and raw mode against record mode on sources whose
-batches its record path takes (RECORD_PATH_SOURCES: a LogAppendTime and a compacted topic), and
-MirrorMaker 2's dedicated mode (DEDICATED: one mm2.properties with two flows, ours against Kafka's); then
-the cost growth, a profile, results/latest.json, .md, .png and a row of results/history.md. The report states each goal of the
+MirrorMaker 2's dedicated mode (DEDICATED: one mm2.properties with two flows, ours against
+Kafka's), and if asked, raw mode's goal row again with more records (--raw-goal, RAW_GOAL: ingest
+limit, record mode, raw mode) and raw mode against record mode on sources whose batches its
+record path takes (--record-path, RECORD_PATH_SOURCES: a LogAppendTime and a compacted topic);
+then the cost growth, a profile, results/latest.json, .md, .png and a row of
+results/history.md. The report states each goal of the
 throughput issues against the run (goals.py) and where the machine's CPU went in the main runs
 (cpu_split.py: the tool's threads, both brokers, and whether its busiest thread waited for a core).
 
