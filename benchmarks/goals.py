@@ -133,15 +133,19 @@ def _record_mode(kind: str, section: dict) -> List[str]:
     return lines
 
 
+def cpu_key(result: Optional[dict], other: Optional[dict]) -> str:
+    """The CPU s/GB two rows are compared on: over the steady window where both have it (as their
+    records/s are), else over their whole runs."""
+    steady = "steady_cpu_s_per_gb"
+    return steady if (result or {}).get(steady) and (other or {}).get(steady) else "cpu_s_per_gb"
+
+
 def cpu_ratio(result: Optional[dict], yardstick: Optional[dict]) -> Optional[float]:
-    """CPU s/GB against the yardstick's, over the steady window where both have it: with the
-    machine's cores all busy, what the mirror does per record beyond the yardstick's loop costs
-    it about as much of its rate."""
-    for key in ("steady_cpu_s_per_gb", "cpu_s_per_gb"):
-        mine, theirs = (result or {}).get(key), (yardstick or {}).get(key)
-        if mine and theirs:
-            return mine / theirs
-    return None
+    """CPU s/GB against the yardstick's (``cpu_key``): with the machine's cores all busy, what the
+    mirror does per record beyond the yardstick's loop costs it about as much of its rate."""
+    key = cpu_key(result, yardstick)
+    mine, theirs = (result or {}).get(key), (yardstick or {}).get(key)
+    return mine / theirs if mine and theirs else None
 
 
 def paired_ratio(result: Optional[dict], yardstick: Optional[dict]) -> Optional[float]:
@@ -189,8 +193,7 @@ def _spark(kind: str, section: dict) -> List[str]:
             continue
         speed = (rate(spark, kind) or 0) / rate(threads, kind)
         # In steady state, as the records/s: the JVM's start is Spark's start-up, reported apart.
-        key = "steady_cpu_s_per_gb" if spark.get("steady_cpu_s_per_gb") and threads.get("steady_cpu_s_per_gb") \
-            else "cpu_s_per_gb"
+        key = cpu_key(spark, threads)
         cpu = spark[key] / threads[key] if threads[key] else None
         met = speed >= SPARK_SPEED_GOAL and cpu is not None and cpu <= SPARK_CPU_GOAL
         whole = " (whole run: its cold start in)" if key == "cpu_s_per_gb" else ""
@@ -242,8 +245,7 @@ def _baseline(kind: str, section: dict) -> List[str]:
                 continue
             commit, spread = match.group(2), before.get("spread")
             was = f"{rate(before, kind):,.0f}" + (f" ({spread[0]:,}–{spread[1]:,})" if spread else "")
-            key = "steady_cpu_s_per_gb" if now.get("steady_cpu_s_per_gb") and before.get("steady_cpu_s_per_gb") \
-                else "cpu_s_per_gb"
+            key = cpu_key(now, before)
             cpu = f"{now[key] / before[key]:.2f}" if before.get(key) else ""
             met = rate(now, kind) >= (spread[0] if spread else rate(before, kind))
             lines.append(f"| | {_workload(row)} | {match.group(1)} | {rate(now, kind):,.0f} | {was} | "
@@ -290,9 +292,11 @@ def target_broker_share(result: Optional[dict], limit: Optional[dict]) -> Option
     each, cpu_split's): where the broker is what limits the rate and the cores are shared, the
     mirror's rate against the limit's follows this (the mirror and the source broker, serving its
     fetches, take the rest), whatever the mirror's own speed."""
-    splits = [(r or {}).get("cpu_split") or {} for r in (result, limit)]
-    cores = [split.get("target_broker", 0) / split["seconds"] if split.get("seconds") else 0 for split in splits]
-    return cores[0] / cores[1] if cores[0] and cores[1] else None
+    splits = [(r or {}).get("cpu_split") for r in (result, limit)]
+    if not all(split and split.get("seconds") for split in splits):
+        return None
+    mine, theirs = (split_cores(split, "target_broker") for split in splits)
+    return mine / theirs if mine and theirs else None
 
 
 def goals(kind: str, section: dict, title: str) -> List[str]:
@@ -317,6 +321,11 @@ def _thread_shares(split: dict) -> str:
     return f"{100 * split['busiest_thread_running']:.0f}%, {100 * split['busiest_thread_waiting']:.0f}%"
 
 
+def split_cores(split: dict, *keys: str) -> float:
+    """The cores the ``keys`` parts of a run's CPU split took over its window."""
+    return sum(split.get(key, 0) for key in keys) / (split["seconds"] or 1e-9)
+
+
 def cpu_split(section: dict, title: str, cores: int) -> List[str]:
     """Where the machine's CPU went in the runs of SPLIT_RUNS (and the raw goal's)."""
     rows = [(row, label, r) for row in section["workloads"] + ([section["raw_goal"]] if section.get("raw_goal") else [])
@@ -339,10 +348,9 @@ def cpu_split(section: dict, title: str, cores: int) -> List[str]:
              "|---|---|---|---|---|---|---|---|---|---|"]
     for row, label, r in rows:
         split = r["cpu_split"]
-        seconds = split["seconds"] or 1e-9
 
         def cores_of(*keys):
-            return f"{sum(split.get(key, 0) for key in keys) / seconds:.2f}"
+            return f"{split_cores(split, *keys):.2f}"
         workload = f"{row['record_bytes']} B x {row['records']:,} {row['compression']}"
         lines.append(f"| {workload} | {label} | {split['seconds']:.2f} | {cores_of('busy')} | "
                      f"{cores_of('tool_other_threads')} | {cores_of('tool_librdkafka_threads')} | "
