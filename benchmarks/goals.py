@@ -193,8 +193,7 @@ def _spark(kind: str, section: dict) -> List[str]:
             continue
         speed = (rate(spark, kind) or 0) / rate(threads, kind)
         # In steady state, as the records/s: the JVM's start is Spark's start-up, reported apart.
-        key = cpu_key(spark, threads)
-        cpu = spark[key] / threads[key] if threads[key] else None
+        key, cpu = cpu_key(spark, threads), cpu_ratio(spark, threads)
         met = speed >= SPARK_SPEED_GOAL and cpu is not None and cpu <= SPARK_CPU_GOAL
         whole = " (whole run: its cold start in)" if key == "cpu_s_per_gb" else ""
         lines.append(f"| | {_workload(row)} | {speed:.2f} | {f'{cpu:.2f}{whole}' if cpu else ''} | "
@@ -245,8 +244,8 @@ def _baseline(kind: str, section: dict) -> List[str]:
                 continue
             commit, spread = match.group(2), before.get("spread")
             was = f"{rate(before, kind):,.0f}" + (f" ({spread[0]:,}–{spread[1]:,})" if spread else "")
-            key = cpu_key(now, before)
-            cpu = f"{now[key] / before[key]:.2f}" if before.get(key) else ""
+            cost = cpu_ratio(now, before)
+            cpu = f"{cost:.2f}" if cost else ""
             met = rate(now, kind) >= (spread[0] if spread else rate(before, kind))
             lines.append(f"| | {_workload(row)} | {match.group(1)} | {rate(now, kind):,.0f} | {was} | "
                          f"{rate(now, kind) / rate(before, kind):.2f} | {cpu} | {'met' if met else '**not met**'} |")
