@@ -22,7 +22,7 @@ from ..errors import ConfigError, MirrorMakerError
 from ..extras import require
 from ..redaction import redact
 from ..ops.log import configure_logging, resolve_level
-from ..ops.stop_watchdog import dump_stacks_on_sigusr1
+from ..ops.stop_watchdog import dump_stacks_on_sigusr1, exit_process
 
 log = logging.getLogger("mirror_maker.MirrorMaker")
 
@@ -215,7 +215,7 @@ def main(argv: Optional[List[str]] = None) -> None:
     """Console entry point; exits with Kafka's status codes and never shows a traceback."""
     argv = list(sys.argv[1:] if argv is None else argv)
     dump_stacks_on_sigusr1()
-    sys.exit(invoke(argv))
+    exit_process(invoke(argv))
 
 
 def invoke(argv: List[str]) -> int:

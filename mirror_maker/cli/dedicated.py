@@ -18,7 +18,7 @@ from .. import __version__
 from ..config import spec
 from ..errors import ConfigError
 from ..ops.log import configure_logging, resolve_level
-from ..ops.stop_watchdog import dump_stacks_on_sigusr1
+from ..ops.stop_watchdog import dump_stacks_on_sigusr1, exit_process
 from . import exit_codes
 from .command import error_status, spark_options
 
@@ -65,7 +65,7 @@ def _spark_help(option: spec.Option) -> str:
 
 def main(argv: Optional[List[str]] = None) -> None:
     dump_stacks_on_sigusr1()
-    sys.exit(invoke(list(sys.argv[1:] if argv is None else argv)))
+    exit_process(invoke(list(sys.argv[1:] if argv is None else argv)))
 
 
 def invoke(argv: List[str]) -> int:

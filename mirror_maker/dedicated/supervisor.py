@@ -22,7 +22,7 @@ import signal
 import threading
 import time
 from dataclasses import replace
-from typing import Callable, Dict, List, Optional, Tuple
+from typing import Callable, List, Optional, Tuple
 
 from ..cli import exit_codes
 from ..clients.admin import admin_client, connection_settings
@@ -30,6 +30,7 @@ from ..engine.runner import JOIN_GRACE_S, MirrorMaker, load_plugins
 from ..engine.state import RunState
 from ..errors import ClientFailed, ConfigError, HandlerFailed, ListenerFailed, MirrorMakerError, SendFailed
 from ..ops.metrics import MirrorMetrics
+from ..ops.signals import SignalDispatch
 from ..ops.status import StatusReporter
 from ..ops.stop_watchdog import GRACE_S as STOP_WATCHDOG_GRACE_S, StopWatchdog
 from ..replication.checkpoints import ConsumerFailover
@@ -41,7 +42,6 @@ from .takeover import take_over
 
 log = logging.getLogger("mirror_maker.dedicated")
 
-SIGNALS = (signal.SIGTERM, signal.SIGINT)
 TICK_S = 0.2
 BACKOFF_S = 1.0
 MAX_BACKOFF_S = 60.0
@@ -274,7 +274,7 @@ class Supervisor:
         self._stop = threading.Event()
         self.stop_signal: Optional[int] = None
         self.failure: Optional[Tuple[Flow, Exception]] = None
-        self._previous_handlers: Dict[int, object] = {}
+        self._signals = SignalDispatch(self._on_signal, "dedicated-mode-signals")
         self._server_factory = server_factory
         self._server = None
         shutdown_s = settings.shutdown_timeout_ms / 1000.0
@@ -348,7 +348,7 @@ class Supervisor:
     # -- the run -----------------------------------------------------------------------
 
     def run(self) -> int:
-        self._install_signal_handlers()
+        self._signals.install()
         for handler in logging.getLogger().handlers:
             handler.addFilter(self._prefix)
         try:
@@ -359,7 +359,7 @@ class Supervisor:
                 self._stop.wait(TICK_S)
         finally:
             self._shutdown()
-            self._restore_signal_handlers()
+            self._signals.restore()
             for handler in logging.getLogger().handlers:
                 handler.removeFilter(self._prefix)
         return self.exit_status()
@@ -372,7 +372,7 @@ class Supervisor:
             self._server = self._server_factory(self)
         if self.spark is not None:
             self.spark.start()
-            self._install_signal_handlers()  # a SparkContext made in the main thread takes SIGINT
+            self._signals.install()  # a SparkContext made in the main thread takes SIGINT
         for election in self.elections.values():
             election.start()
         for emitter in self.heartbeats:
@@ -424,18 +424,7 @@ class Supervisor:
 
     # -- signals -----------------------------------------------------------------------
 
-    def _install_signal_handlers(self) -> None:
-        if threading.current_thread() is threading.main_thread():
-            for signum in SIGNALS:
-                previous = signal.signal(signum, self._on_signal)
-                self._previous_handlers.setdefault(signum, previous)
-
-    def _restore_signal_handlers(self) -> None:
-        for signum, previous in self._previous_handlers.items():
-            signal.signal(signum, previous)
-        self._previous_handlers.clear()
-
-    def _on_signal(self, signum, frame) -> None:
+    def _on_signal(self, signum: int) -> None:
         if self.stop_signal is not None:
             log.warning("Second signal: exiting without waiting for the clean shutdown")
             os._exit(exit_codes.for_signal(signum))

@@ -9,9 +9,8 @@ from __future__ import annotations
 import logging
 import os
 import signal
-import threading
 import time
-from typing import Callable, Iterable, List, Optional, Sequence, Tuple
+from typing import Callable, List, Optional, Sequence, Tuple
 
 from ..cli import exit_codes
 from ..clients.admin import admin_client
@@ -22,6 +21,7 @@ from ..errors import MirrorFailure
 from ..handlers import DefaultMessageHandler, RawBatchHandler
 from ..ops.metrics import MirrorMetrics
 from ..ops.notify import notify
+from ..ops.signals import SignalDispatch
 from ..ops.stop_watchdog import GRACE_S as STOP_WATCHDOG_GRACE_S, StopWatchdog
 from ..plugins import load_handler, load_listener
 from ..replication.policies import topic_rules
@@ -37,7 +37,6 @@ from .stream import Stream
 
 log = logging.getLogger("mirror_maker.MirrorMaker")
 
-SIGNALS = (signal.SIGTERM, signal.SIGINT)
 JOIN_GRACE_S = 5.0
 #: A thread whose loop has not come round for this long makes /ready answer 503.
 STALL_S = 30.0
@@ -81,7 +80,7 @@ class MirrorMaker:
         self.unfinished = 0
         self._server = None  # the ops endpoint, with --metrics.port
         self._status: Optional[StatusReporter] = None
-        self._previous_handlers = {}
+        self.signals = SignalDispatch(self._on_signal, "mirror-maker-signals")
         self._topic_sync = None  # MirrorMaker 2's topic syncs, when one is on
         self._syncs_topic = None  # --emit.offset-syncs.enabled
         self._failover = None  # checkpoints, group offset sync, heartbeats
@@ -289,18 +288,7 @@ class MirrorMaker:
 
     # -- signals -----------------------------------------------------------------------
 
-    def install_signal_handlers(self, signals: Iterable[int] = SIGNALS) -> None:
-        if threading.current_thread() is not threading.main_thread():
-            return
-        for signum in signals:
-            self._previous_handlers[signum] = signal.signal(signum, self._on_signal)
-
-    def restore_signal_handlers(self) -> None:
-        for signum, previous in self._previous_handlers.items():
-            signal.signal(signum, previous)
-        self._previous_handlers.clear()
-
-    def _on_signal(self, signum, frame) -> None:
+    def _on_signal(self, signum: int) -> None:
         # Only a second *signal* is impatient: a stop asked for otherwise (a failure, caught up,
         # a Spark driver's stop, then pyspark's SIGHUP) still flushes and commits.
         if self.state.stop_signal is not None:
@@ -323,10 +311,9 @@ def run(config: MirrorMakerConfig, handler=None, listener=None) -> int:
     return mirror.exit_status()
 
 
-def run_mirror(mirror: MirrorMaker, signals: Iterable[int] = SIGNALS,
-               on_tick: Optional[Callable[[], None]] = None) -> None:
+def run_mirror(mirror: MirrorMaker, on_tick: Optional[Callable[[], None]] = None) -> None:
     """Start, run until stopped, and always shut down (flush, commit, close) and restore signals."""
-    mirror.install_signal_handlers(signals)
+    mirror.signals.install()
     try:
         mirror.start()
         mirror.run_until_stopped(on_tick)
@@ -337,4 +324,4 @@ def run_mirror(mirror: MirrorMaker, signals: Iterable[int] = SIGNALS,
             mirror.shutdown()
         finally:
             watchdog.disarm()
-        mirror.restore_signal_handlers()
+        mirror.signals.restore()

@@ -13,15 +13,25 @@ So the stop also arms two timers that need no GIL: faulthandler's, which writes 
 stack to stderr (what the log then shows), and one second later the kernel's SIGALRM with its
 default action, which ends the process (status 142, 128 + SIGALRM). A stop that finishes
 disarms both.
+
+Once the run is over the process ends through :func:`exit_process`, without the interpreter's
+finalization: the run has flushed, committed and closed what it must by then, and what
+finalization would still do is destroy the client handles left (the admin clients, a consumer of
+a stream the stop gave up on), where librdkafka's destroy can wait for ever on a broker thread
+(https://github.com/confluentinc/librdkafka/issues/1640) with no watchdog left to end it.
 """
 
 from __future__ import annotations
 
+import atexit
 import faulthandler
+import logging
 import math
+import os
 import signal
 import sys
 import threading
+from typing import NoReturn
 
 #: Added to the stop's own bound before the watchdog fires: it is for a stop that cannot end.
 GRACE_S = 10.0
@@ -61,3 +71,19 @@ def dump_stacks_on_sigusr1() -> None:
             faulthandler.register(signal.SIGUSR1, file=sys.stderr, all_threads=True, chain=False)
         except (RuntimeError, ValueError, OSError):  # no stderr with a file descriptor: no dump
             pass
+
+
+def exit_process(status: int) -> NoReturn:
+    """End the process with ``status``: atexit's callbacks (a private directory's removal), the
+    log and the standard streams flushed, then ``os._exit``; all of it bounded by the watchdog."""
+    StopWatchdog().arm(GRACE_S)
+    try:
+        atexit._run_exitfuncs()
+        logging.shutdown()
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except (OSError, ValueError):  # a closed pipe: nothing more can be said
+                pass
+    finally:
+        os._exit(status)

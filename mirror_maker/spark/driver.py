@@ -35,6 +35,7 @@ from .. import errors
 from ..cli import exit_codes
 from ..config.mirror_config import MirrorMakerConfig
 from ..ops.endpoint import OpsServer
+from ..ops.signals import SignalDispatch
 from ..errors import ConfigError, MirrorFailure
 from ..ops.status import StatusReporter, combine
 from .context import SparkRuntime, describe_job_error, import_pyspark
@@ -53,7 +54,6 @@ STABLE_S = 300.0
 #: Workers bound their own shutdown (--shutdown.timeout.ms, then a few seconds to join their
 #: thread); the driver's cancel after this much more is the last resort.
 CANCEL_GRACE_S = 15.0
-SIGNALS = (signal.SIGTERM, signal.SIGINT)
 COUNTERS = ("records", "bytes", "acked", "dropped")
 
 
@@ -95,7 +95,8 @@ class SparkDriver:
         #: Why the current job ended although nobody asked it to (then it is restarted).
         self._unasked: Optional[str] = None
         self.caught_up = False
-        self._previous_handlers = {}
+        # After the SparkContext exists: PySpark installs its own SIGINT handler (cancel + raise).
+        self._signals = SignalDispatch(self._on_signal, "spark-driver-signals")
         self._server: Optional[ControlServer] = None
         self._address: Optional[Tuple[str, int]] = None
         #: The workers' metrics, with --metrics.port or for the caller's endpoint.
@@ -196,7 +197,7 @@ class SparkDriver:
 
     # -- signals -------------------------------------------------------------------------
 
-    def _on_signal(self, signum, frame) -> None:
+    def _on_signal(self, signum: int) -> None:
         if self._stopping.is_set() and (self._stop_signal is not None or self._failure is not None):
             log.warning("Second signal: cancelling the Spark job without waiting for the clean shutdown")
             self._hard = True
@@ -205,16 +206,6 @@ class SparkDriver:
         log.info("Received %s, shutting down", signal.Signals(signum).name)
         self._stop_signal = signum
         self._request_stop()
-
-    def _install_signal_handlers(self) -> None:
-        # After the SparkContext exists: PySpark installs its own SIGINT handler (cancel + raise).
-        if threading.current_thread() is threading.main_thread():
-            for signum in SIGNALS:
-                self._previous_handlers[signum] = signal.signal(signum, self._on_signal)
-
-    def _restore_signal_handlers(self) -> None:
-        for signum, previous in self._previous_handlers.items():
-            signal.signal(signum, previous)
 
     # -- start ---------------------------------------------------------------------------
 
@@ -254,7 +245,7 @@ class SparkDriver:
     # -- the job loop --------------------------------------------------------------------
 
     def run(self) -> int:
-        self._install_signal_handlers()
+        self._signals.install()
         restarts = 0
         try:
             while not self._stopping.is_set():
@@ -277,7 +268,7 @@ class SparkDriver:
                 if self._stopping.wait(RESTART_BACKOFF_S):
                     break
         finally:
-            self._restore_signal_handlers()
+            self._signals.restore()
         status = self._exit_status()
         self._status.close()
         self._status.log_line()

@@ -389,23 +389,31 @@ class MirrorProcess:
         try:
             return self.process.wait(timeout_s)
         except subprocess.TimeoutExpired:
-            self._dump_stacks()
-            log = self.log()[-30000:]
+            stacks = self._dump_stacks()
+            log = self.log()
             self.process.kill()  # a hung mirror must not hold CPU and ports for later tests
             self.process.wait()
-            raise AssertionError(f"the mirror did not exit within {timeout_s:.0f} s (killed); its log, with "
-                                 f"every thread's stack at the end:\n{log}") from None
+            # The stacks first: a long failure report is cut in its middle.
+            raise AssertionError(f"the mirror did not exit within {timeout_s:.0f} s (killed); every thread's "
+                                 f"stack:\n{stacks}\nthe end of its log:\n{log[-20000:]}") from None
         finally:
             self._log.close()
 
-    def _dump_stacks(self) -> None:
-        """Every thread's stack into the log (SIGUSR1: ``ops.stop_watchdog``); ours only."""
+    def _dump_stacks(self) -> str:
+        """Every thread's stack, written into the log (SIGUSR1: ``ops.stop_watchdog``); ours only."""
         if self.process.poll() is not None or self.process.args[1:2] != [str(BIN)]:
-            return
+            return "(not ours, or already ended)"
+        before = len(self.log())
         self.process.send_signal(signal.SIGUSR1)
         deadline = time.monotonic() + 5
-        while "most recent call first" not in self.log() and time.monotonic() < deadline:
-            time.sleep(0.1)
+        seen = ""
+        while time.monotonic() < deadline:  # until the dump is there and has stopped growing
+            time.sleep(0.2)
+            now = self.log()[before:]
+            if "most recent call first" in now and now == seen:
+                break
+            seen = now
+        return seen[:20000]
 
     def stop(self, signum: int = signal.SIGTERM, timeout_s: float = 60.0) -> int:
         if self.process.poll() is None:

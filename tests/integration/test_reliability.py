@@ -119,24 +119,26 @@ def _outage(tmp_path, source, target, report, side, mode=RECORDS):
     def committed() -> int:
         return sum(mode.committed(source, target, files.group, topic).values())
 
+    # Every path ends the mirror and the proxy: a proxy left on the cluster's one proxy port
+    # would serve the next test's, which then could not cut anything.
     try:
-        wait_until(lambda: committed() > 100, 60, "commits before the outage")
-        proxy.cut()
-        cut_until = time.monotonic() + 30
-        while time.monotonic() < cut_until:  # the outage itself: 30 s, checked every 2 s
+        try:
+            wait_until(lambda: committed() > 100, 60, "commits before the outage")
+            proxy.cut()
+            cut_until = time.monotonic() + 30
+            while time.monotonic() < cut_until:  # the outage itself: 30 s, checked every 2 s
+                if side == "target":
+                    assert committed() <= target.count(topic), "an offset was committed past the target"
+                assert mirror.process.poll() is None, mirror.log()
+                time.sleep(2)
             if side == "target":
-                assert committed() <= target.count(topic), "an offset was committed past the target"
-            assert mirror.process.poll() is None, mirror.log()
-            time.sleep(2)
-        if side == "target":
-            assert "STALLED" in mirror.log(), "a mirror stuck behind its target says so"
-        if side == "target" and mode is RAW:
-            problem = raw_queue_problem(mirror.log())
-            assert problem is None, problem
-        proxy.restore()
-    finally:
-        acked = stream.stop()
-    try:
+                assert "STALLED" in mirror.log(), "a mirror stuck behind its target says so"
+            if side == "target" and mode is RAW:
+                problem = raw_queue_problem(mirror.log())
+                assert problem is None, problem
+            proxy.restore()
+        finally:
+            acked = stream.stop()
         rows = target.read_values(topic, acked, timeout_s=60)  # mirroring resumes within 60 s of the return
         assert mirror.process.poll() is None, "the mirror keeps running through the outage"
         assert "Unknown member" not in mirror.log(), "a stream waiting for the target keeps its group"
@@ -144,8 +146,9 @@ def _outage(tmp_path, source, target, report, side, mode=RECORDS):
                f"{duplicates(rows)} duplicates")
         if mode.exactly_once:
             assert duplicates(rows) == 0
-    finally:
         assert mirror.stop(signal.SIGTERM) == 143, mirror.log()
+    finally:
+        mirror.kill()
         proxy.stop()
 
 

@@ -270,9 +270,9 @@ def test_a_signal_after_a_stop_asked_for_otherwise_still_shuts_down_cleanly(monk
     exits = []
     monkeypatch.setattr(os, "_exit", exits.append)
     mirror.state.request_stop()  # e.g. the driver's stop, over the control channel
-    mirror._on_signal(signal.SIGINT, None)
+    mirror._on_signal(signal.SIGINT)
     assert exits == [] and mirror.state.stop_signal == signal.SIGINT
-    mirror._on_signal(signal.SIGTERM, None)  # a second signal is impatient
+    mirror._on_signal(signal.SIGTERM)  # a second signal is impatient
     assert exits == [exit_codes.SIGTERM]
 
 

@@ -43,3 +43,14 @@ def test_sigusr1_writes_every_thread_s_stack_even_while_a_call_holds_the_gil():
         process.kill()
     assert process.returncode == 0 and out == "went on\n", (out, err)
     assert err.count("most recent call first") == 2 and "in <module>" in err, err
+
+
+def test_the_process_ends_with_its_status_after_atexit_without_the_interpreter_s_finalization():
+    """Finalization would wait here on a thread that never ends (as librdkafka's destroy of a
+    client handle can on a broker thread); the exit does not, and atexit's callbacks still run."""
+    done = run("import atexit, logging, threading\nfrom mirror_maker.ops.stop_watchdog import exit_process\n"
+               "threading.Thread(target=threading.Event().wait).start()\n"
+               "atexit.register(print, 'atexit ran')\nlogging.basicConfig()\n"
+               "logging.getLogger('t').warning('last line')\nprint('buffered', end='')\nexit_process(143)\n")
+    assert done.returncode == 143, done
+    assert done.stdout == "bufferedatexit ran\n" and "last line" in done.stderr, done

@@ -1,0 +1,68 @@
+"""SIGTERM/SIGINT handled in a thread of their own: a handler that needs a lock the main thread
+holds when the signal comes (a stop's lock, threading.Event's) still runs, where a plain
+handler would wait for ever on its own thread. Real processes, real signals."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+#: The main thread holds the lock the handler needs while the signal is delivered and while
+#: Python would run a plain handler (at its next bytecodes), then waits for the handler.
+SCRIPT = f"""
+import os, signal, sys, threading
+sys.path.insert(0, {str(ROOT)!r})
+from mirror_maker.ops.signals import SignalDispatch
+lock, handled = threading.Lock(), threading.Event()
+
+def on_signal(signum):
+    with lock:
+        print("handled", signal.Signals(signum).name, threading.current_thread().name, flush=True)
+        handled.set()
+
+MODE
+with lock:
+    os.kill(os.getpid(), signal.SIGTERM)
+    total = sum(range(100000))  # bytecodes: where Python runs a plain handler
+print("handled in time" if handled.wait(5) else "not handled", flush=True)
+"""
+
+
+def run(mode: str, timeout_s: float = 10) -> subprocess.CompletedProcess:
+    """The script's outcome; one that deadlocks is killed after ``timeout_s`` (TimeoutExpired)."""
+    return subprocess.run([sys.executable, "-c", SCRIPT.replace("MODE", mode)], capture_output=True,
+                          text=True, timeout=timeout_s)
+
+
+def test_a_handler_that_needs_a_lock_the_main_thread_holds_runs_in_its_own_thread():
+    done = run("dispatch = SignalDispatch(on_signal, 'signals'); dispatch.install()")
+    assert done.returncode == 0, done
+    assert done.stdout == "handled SIGTERM signals\nhandled in time\n", done
+
+
+def test_the_same_handler_installed_plainly_waits_for_ever_on_its_own_thread():
+    """What the dispatch is for (this is the stop that never ended, nor armed its watchdog)."""
+    try:
+        done = run("signal.signal(signal.SIGTERM, lambda signum, frame: on_signal(signum))", timeout_s=4)
+    except subprocess.TimeoutExpired:
+        return
+    raise AssertionError(f"a plain handler did not deadlock: {done}")
+
+
+def test_restore_puts_back_the_handlers_there_before():
+    code = f"""
+import signal, sys
+sys.path.insert(0, {str(ROOT)!r})
+from mirror_maker.ops.signals import SignalDispatch
+before = signal.getsignal(signal.SIGINT)
+dispatch = SignalDispatch(print, 'signals')
+dispatch.install()
+dispatch.install()  # again, as after a SparkContext took SIGINT
+assert signal.getsignal(signal.SIGINT) is not before
+dispatch.restore()
+assert signal.getsignal(signal.SIGINT) is before and signal.getsignal(signal.SIGTERM) == signal.SIG_DFL
+print("restored")
+"""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=10)
+    assert done.returncode == 0 and done.stdout == "restored\n", done
