@@ -212,7 +212,8 @@ def spark_options(enabled: bool, fields: dict):
 
 
 def main(argv: Optional[List[str]] = None) -> None:
-    """Console entry point; exits with Kafka's status codes and never shows a traceback."""
+    """Console entry point: ends the process (``ops.stop_watchdog.exit_process``, no SystemExit to
+    catch) with Kafka's status codes, never showing a traceback; ``invoke`` returns the status."""
     argv = list(sys.argv[1:] if argv is None else argv)
     dump_stacks_on_sigusr1()
     exit_process(invoke(argv))

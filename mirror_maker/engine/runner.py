@@ -294,8 +294,8 @@ class MirrorMaker:
         if self.state.stop_signal is not None:
             log.warning("Second signal: exiting without waiting for the clean shutdown")
             os._exit(exit_codes.for_signal(signum))
+        self.state.request_stop(signum)  # first: a second signal is told apart by it
         log.info("Received %s, shutting down", signal.Signals(signum).name)
-        self.state.request_stop(signum)
 
 
 def run(config: MirrorMakerConfig, handler=None, listener=None) -> int:

@@ -49,7 +49,10 @@ class StopWatchdog:
         if threading.current_thread() is not threading.main_thread() or self._armed:
             return
         whole = max(1, math.ceil(seconds))
-        faulthandler.dump_traceback_later(whole, exit=False, file=sys.stderr)
+        try:
+            faulthandler.dump_traceback_later(whole, exit=False, file=sys.stderr)
+        except (RuntimeError, ValueError, OSError):  # no stderr with a file descriptor: no stacks
+            pass
         self._previous = signal.signal(signal.SIGALRM, signal.SIG_DFL)
         signal.alarm(whole + 1)
         self._armed = True
@@ -58,7 +61,7 @@ class StopWatchdog:
         if not self._armed:
             return
         signal.alarm(0)
-        faulthandler.cancel_dump_traceback_later()
+        faulthandler.cancel_dump_traceback_later()  # a no-op when none was armed
         signal.signal(signal.SIGALRM, self._previous if self._previous is not None else signal.SIG_DFL)
         self._armed = False
 
@@ -75,15 +78,14 @@ def dump_stacks_on_sigusr1() -> None:
 
 def exit_process(status: int) -> NoReturn:
     """End the process with ``status``: atexit's callbacks (a private directory's removal), the
-    log and the standard streams flushed, then ``os._exit``; all of it bounded by the watchdog."""
+    log and the standard streams flushed, then ``os._exit``; all of it bounded by the watchdog.
+    Each step runs whatever the one before raised (Python 3.9's atexit raises a callback's
+    exception again)."""
     StopWatchdog().arm(GRACE_S)
-    try:
-        atexit._run_exitfuncs()
-        logging.shutdown()
-        for stream in (sys.stdout, sys.stderr):
-            try:
-                stream.flush()
-            except (OSError, ValueError):  # a closed pipe: nothing more can be said
-                pass
-    finally:
-        os._exit(status)
+    for step in (atexit._run_exitfuncs, logging.shutdown, lambda: sys.stdout.flush(),
+                 lambda: sys.stderr.flush()):  # either stream may be None (closed at the start)
+        try:
+            step()
+        except BaseException:  # nothing may keep the process from ending
+            pass
+    os._exit(status)

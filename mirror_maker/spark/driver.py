@@ -203,8 +203,8 @@ class SparkDriver:
             self._hard = True
             self._stop_signal = self._stop_signal or signum
             return
+        self._stop_signal = signum  # first: a second signal is told apart by it
         log.info("Received %s, shutting down", signal.Signals(signum).name)
-        self._stop_signal = signum
         self._request_stop()
 
     # -- start ---------------------------------------------------------------------------

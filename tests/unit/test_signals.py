@@ -1,6 +1,8 @@
-"""SIGTERM/SIGINT handled in a thread of their own: a handler that needs a lock the main thread
+"""SIGTERM/SIGINT handled in threads of their own: a handler that needs a lock the main thread
 holds when the signal comes (a stop's lock, threading.Event's) still runs, where a plain
-handler would wait for ever on its own thread. Real processes, real signals."""
+handler would wait for ever on its own thread; a second signal is not held up behind a first
+handler that waits; a signal received before ``restore`` is handled before it returns. Real
+processes, real signals."""
 
 import subprocess
 import sys
@@ -38,16 +40,7 @@ def run(mode: str, timeout_s: float = 10) -> subprocess.CompletedProcess:
 def test_a_handler_that_needs_a_lock_the_main_thread_holds_runs_in_its_own_thread():
     done = run("dispatch = SignalDispatch(on_signal, 'signals'); dispatch.install()")
     assert done.returncode == 0, done
-    assert done.stdout == "handled SIGTERM signals\nhandled in time\n", done
-
-
-def test_the_same_handler_installed_plainly_waits_for_ever_on_its_own_thread():
-    """What the dispatch is for (this is the stop that never ended, nor armed its watchdog)."""
-    try:
-        done = run("signal.signal(signal.SIGTERM, lambda signum, frame: on_signal(signum))", timeout_s=4)
-    except subprocess.TimeoutExpired:
-        return
-    raise AssertionError(f"a plain handler did not deadlock: {done}")
+    assert done.stdout == "handled SIGTERM signals-0\nhandled in time\n", done
 
 
 def test_restore_puts_back_the_handlers_there_before():
@@ -66,3 +59,47 @@ print("restored")
 """
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=10)
     assert done.returncode == 0 and done.stdout == "restored\n", done
+
+
+PRELUDE = f"""
+import os, signal, sys, threading
+sys.path.insert(0, {str(ROOT)!r})
+from mirror_maker.ops.signals import SignalDispatch
+"""
+
+
+def test_a_second_signal_is_handled_while_the_first_handler_still_waits():
+    code = PRELUDE + """
+seen = []
+
+def on_signal(signum):
+    seen.append(signum)
+    if len(seen) == 1:
+        threading.Event().wait()  # a first stop that never finishes
+    print("second", flush=True)
+    os._exit(143)
+
+dispatch = SignalDispatch(on_signal, 'signals')
+dispatch.install()
+os.kill(os.getpid(), signal.SIGTERM)
+while not seen:
+    threading.Event().wait(0.01)
+os.kill(os.getpid(), signal.SIGINT)
+threading.Event().wait(5)
+print("the second signal was not handled", flush=True)
+"""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=10)
+    assert done.returncode == 143 and done.stdout == "second\n", done
+
+
+def test_a_signal_received_before_restore_is_handled_before_it_returns():
+    code = PRELUDE + """
+handled = []
+dispatch = SignalDispatch(lambda signum: handled.append(signum), 'signals')
+dispatch.install()
+os.kill(os.getpid(), signal.SIGTERM)
+dispatch.restore()
+print(handled == [signal.SIGTERM], threading.active_count(), flush=True)
+"""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=10)
+    assert done.returncode == 0 and done.stdout == "True 1\n", done

@@ -54,3 +54,24 @@ def test_the_process_ends_with_its_status_after_atexit_without_the_interpreter_s
                "logging.getLogger('t').warning('last line')\nprint('buffered', end='')\nexit_process(143)\n")
     assert done.returncode == 143, done
     assert done.stdout == "bufferedatexit ran\n" and "last line" in done.stderr, done
+
+
+
+def test_the_process_ends_with_its_status_even_without_a_stderr():
+    """``2>&-``: no stderr for faulthandler's stacks, and still the status and atexit's output."""
+    code = PRELUDE + "import atexit\nfrom mirror_maker.ops.stop_watchdog import exit_process\n" \
+                     "atexit.register(print, 'atexit ran')\nexit_process(143)\n"
+    done = subprocess.run(["sh", "-c", f'"{sys.executable}" -c "$0" 2>&-', code], capture_output=True,
+                          text=True, timeout=10)
+    assert done.returncode == 143 and done.stdout == "atexit ran\n", done
+
+
+def test_both_commands_answer_help_and_version_through_a_pipe_with_their_status():
+    """What ``--help`` and ``--version`` print is flushed before the process ends."""
+    bin_dir = ROOT / "bin"
+    for script, args, status, text in (("kafka-mirror-maker.py", ["--version"], 0, "."),
+                                       ("kafka-mirror-maker.py", ["--no.such.option"], 1, "--no.such.option"),
+                                       ("connect-mirror-maker.py", ["--help"], 0, "mm2.properties")):
+        done = subprocess.run([sys.executable, str(bin_dir / script), *args], capture_output=True, text=True,
+                              timeout=30)
+        assert done.returncode == status and text in done.stdout + done.stderr, done
