@@ -127,9 +127,10 @@ def test_a_target_away_at_start_is_mirrored_to_once_it_answers(tmp_path, source,
         assert per_partition(rows) == per_partition(source.read_all(topic))
         wait_until(lambda: sum(source.committed(files.group, topic).values()) == len(records), 60,
                    "every offset committed")
-    finally:
         assert mirror.stop(signal.SIGTERM) == 143, mirror.log()
-        proxy.stop()
+    finally:
+        mirror.kill()
+        proxy.stop()  # on every path: a proxy left on the cluster's proxy port serves the next test's
     assert "Traceback" not in mirror.log()
 
 

@@ -54,6 +54,7 @@ def mirror_with_target_cut(tmp_path, source, target, shutdown_timeout_ms: str, *
         mirror.wait_for_log("20 waiting for the target", 30)  # consumed, but not deliverable
         yield mirror, files, topic
     finally:
+        mirror.kill()  # a no-op after the test's own stop
         proxy.stop()
 
 
