@@ -9,13 +9,15 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-
-#: The main thread holds the lock the handler needs while the signal is delivered and while
-#: Python would run a plain handler (at its next bytecodes), then waits for the handler.
-SCRIPT = f"""
+PRELUDE = f"""
 import os, signal, sys, threading
 sys.path.insert(0, {str(ROOT)!r})
 from mirror_maker.ops.signals import SignalDispatch
+"""
+
+#: The main thread holds the lock the handler needs while the signal is delivered and while
+#: Python would run a plain handler (at its next bytecodes), then waits for the handler.
+SCRIPT = PRELUDE + """
 lock, handled = threading.Lock(), threading.Event()
 
 def on_signal(signum):
@@ -23,7 +25,8 @@ def on_signal(signum):
         print("handled", signal.Signals(signum).name, threading.current_thread().name, flush=True)
         handled.set()
 
-MODE
+dispatch = SignalDispatch(on_signal, 'signals')
+dispatch.install()
 with lock:
     os.kill(os.getpid(), signal.SIGTERM)
     total = sum(range(100000))  # bytecodes: where Python runs a plain handler
@@ -31,23 +34,19 @@ print("handled in time" if handled.wait(5) else "not handled", flush=True)
 """
 
 
-def run(mode: str, timeout_s: float = 10) -> subprocess.CompletedProcess:
-    """The script's outcome; one that deadlocks is killed after ``timeout_s`` (TimeoutExpired)."""
-    return subprocess.run([sys.executable, "-c", SCRIPT.replace("MODE", mode)], capture_output=True,
-                          text=True, timeout=timeout_s)
+def run(code: str) -> subprocess.CompletedProcess:
+    """The script's outcome; one that deadlocks is killed after 10 s (TimeoutExpired)."""
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=10)
 
 
 def test_a_handler_that_needs_a_lock_the_main_thread_holds_runs_in_its_own_thread():
-    done = run("dispatch = SignalDispatch(on_signal, 'signals'); dispatch.install()")
+    done = run(SCRIPT)
     assert done.returncode == 0, done
     assert done.stdout == "handled SIGTERM signals-0\nhandled in time\n", done
 
 
 def test_restore_puts_back_the_handlers_there_before():
-    code = f"""
-import signal, sys
-sys.path.insert(0, {str(ROOT)!r})
-from mirror_maker.ops.signals import SignalDispatch
+    code = PRELUDE + """
 before = signal.getsignal(signal.SIGINT)
 dispatch = SignalDispatch(print, 'signals')
 dispatch.install()
@@ -57,15 +56,8 @@ dispatch.restore()
 assert signal.getsignal(signal.SIGINT) is before and signal.getsignal(signal.SIGTERM) == signal.SIG_DFL
 print("restored")
 """
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=10)
+    done = run(code)
     assert done.returncode == 0 and done.stdout == "restored\n", done
-
-
-PRELUDE = f"""
-import os, signal, sys, threading
-sys.path.insert(0, {str(ROOT)!r})
-from mirror_maker.ops.signals import SignalDispatch
-"""
 
 
 def test_a_second_signal_is_handled_while_the_first_handler_still_waits():
@@ -88,7 +80,7 @@ os.kill(os.getpid(), signal.SIGINT)
 threading.Event().wait(5)
 print("the second signal was not handled", flush=True)
 """
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=10)
+    done = run(code)
     assert done.returncode == 143 and done.stdout == "second\n", done
 
 
@@ -101,5 +93,5 @@ os.kill(os.getpid(), signal.SIGTERM)
 dispatch.restore()
 print(handled == [signal.SIGTERM], threading.active_count(), flush=True)
 """
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=10)
+    done = run(code)
     assert done.returncode == 0 and done.stdout == "True 1\n", done
