@@ -428,6 +428,5 @@ class Supervisor:
         if self.stop_signal is not None:
             log.warning("Second signal: exiting without waiting for the clean shutdown")
             os._exit(exit_codes.for_signal(signum))
-        self.stop_signal = signum  # first: a second signal is told apart by it
+        self.request_stop(signum)  # first: a second signal is told apart by its stop_signal
         log.info("Received %s, shutting down every flow", signal.Signals(signum).name)
-        self.request_stop(signum)

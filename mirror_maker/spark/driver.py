@@ -95,7 +95,6 @@ class SparkDriver:
         #: Why the current job ended although nobody asked it to (then it is restarted).
         self._unasked: Optional[str] = None
         self.caught_up = False
-        # After the SparkContext exists: PySpark installs its own SIGINT handler (cancel + raise).
         self._signals = SignalDispatch(self._on_signal, "spark-driver-signals")
         self._server: Optional[ControlServer] = None
         self._address: Optional[Tuple[str, int]] = None
@@ -245,6 +244,7 @@ class SparkDriver:
     # -- the job loop --------------------------------------------------------------------
 
     def run(self) -> int:
+        # After the SparkContext exists: PySpark installs its own SIGINT handler (cancel + raise).
         self._signals.install()
         restarts = 0
         try:

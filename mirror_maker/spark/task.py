@@ -28,6 +28,7 @@ from typing import Callable, Iterator, Optional, Tuple
 
 from ..config.client_conf import register_secrets
 from ..config.mirror_config import MirrorMakerConfig
+from ..ops.signals import SignalDispatch
 from ..errors import ConfigError, MirrorMakerError
 from ..ops.log import KafkaFormatter, FORMAT
 from ..engine.runner import MirrorMaker, load_plugins, run_mirror
@@ -102,17 +103,13 @@ def _stop_on_sighup(stop: threading.Event):
     """pyspark's daemon sends SIGHUP to its workers when the executor shuts down, and sends it
     twice (its shutdown runs again in a ``finally``). It only ever means "stop": a second one must
     not be taken for an impatient user's second signal, which skips the final commit."""
-    def on_sighup(signum, frame) -> None:
-        stop.set()  # the reporter passes it to the engine at its next tick
-
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    previous = signal.signal(signal.SIGHUP, on_sighup)
+    # The reporter passes the stop to the engine at its next tick.
+    sighup = SignalDispatch(lambda signum: stop.set(), "spark-task-sighup", signals=(signal.SIGHUP,))
+    sighup.install()  # only in the main thread: elsewhere nothing is installed
     try:
         yield
     finally:
-        signal.signal(signal.SIGHUP, previous)
+        sighup.restore()
 
 
 def run_stream(plan: TaskPlan, _partition: Iterator) -> Iterator[dict]:

@@ -56,7 +56,6 @@ def test_the_process_ends_with_its_status_after_atexit_without_the_interpreter_s
     assert done.stdout == "bufferedatexit ran\n" and "last line" in done.stderr, done
 
 
-
 def test_the_process_ends_with_its_status_even_without_a_stderr():
     """``2>&-``: no stderr for faulthandler's stacks, and still the status and atexit's output."""
     code = PRELUDE + "import atexit\nfrom mirror_maker.ops.stop_watchdog import exit_process\n" \
