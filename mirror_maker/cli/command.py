@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import sys
 from dataclasses import replace
-from typing import List, Optional
+from typing import List, Optional, Tuple
 
 import click
 
@@ -86,7 +86,7 @@ def _mirror(params: dict) -> int:
     log.info("Starting mirror maker")
     if params.pop("new_consumer"):
         log.info("--new.consumer is deprecated and ignored: the new consumer is the default")
-    include = _include(params.pop("include"), params.pop("whitelist"))
+    include_option, include = _include(params.pop("include"), params.pop("whitelist"))
     given = options.given(params)
     for name, value in given.items():
         problem = spec.BY_NAME[name].problem(value)
@@ -108,8 +108,8 @@ def _mirror(params: dict) -> int:
     from ..config.mirror_config import build_config
     from ..engine.runner import load_plugins, run
 
-    config = build_config(params["consumer_config"], params["producer_config"], include, replication=replication,
-                          **fields["mirror"])
+    config = build_config(params["consumer_config"], params["producer_config"], include, include_option,
+                          replication=replication, **fields["mirror"])
     _check_excludes(config, given)
     config = settle_transactions(config)
     config = replace(config, consumer=follow_partitions(config.consumer, config.replication))
@@ -127,17 +127,19 @@ def _mirror(params: dict) -> int:
     return run(config, handler, listener)
 
 
-def _include(include: Optional[str], whitelist: Optional[str]) -> str:
-    """Kafka's rule: ``--include`` wins, ``--whitelist`` is deprecated, one of them is needed."""
+def _include(include: Optional[str], whitelist: Optional[str]) -> Tuple[str, str]:
+    """Kafka's rule: ``--include`` wins, ``--whitelist`` is deprecated, one of them is needed.
+    Returns the option that counts and its value."""
     if whitelist is not None:
         if include is not None:
             log.warning("--whitelist is deprecated and ignored because --include is given")
         else:
             log.warning("--whitelist is deprecated; use --include")
-    include = include if include is not None else whitelist
-    if include is None:
-        raise ConfigError("include list must be specified")
-    return include
+    if include is not None:
+        return "--include", include
+    if whitelist is not None:
+        return "--whitelist", whitelist
+    raise ConfigError("include list must be specified")
 
 
 def _resolved(config, name: str):

@@ -109,13 +109,15 @@ class MirrorMakerConfig:
         return conf
 
 
-def build_config(consumer_config: str, producer_config: str, include: str, **options) -> MirrorMakerConfig:
+def build_config(consumer_config: str, producer_config: str, include: str, include_option: str = "--include",
+                 **options) -> MirrorMakerConfig:
     """Read, translate and validate everything; nothing here connects to a cluster. ``options``
-    are ``MirrorMakerConfig`` fields, each already checked by its option's validator."""
+    are ``MirrorMakerConfig`` fields, each already checked by its option's validator;
+    ``include_option`` is the option ``include`` was given with, for its error line."""
     consumer_props = load_properties(consumer_config, "--consumer.config")
     producer_props = load_properties(producer_config, "--producer.config")
     return config_from_properties(
-        consumer_props, producer_props, compile_include(include), f"--consumer.config {consumer_config}",
+        consumer_props, producer_props, compile_include(include, include_option), f"--consumer.config {consumer_config}",
         f"--producer.config {producer_config}", **options)
 
 

@@ -96,10 +96,12 @@ def regex_list_pattern(value: str) -> Pattern[str]:
 
 
 def regex_list(value) -> Optional[str]:
+    from .topics import InvalidRegex
+
     try:
         regex_list_pattern(value)
-    except ConfigError as exc:
-        return f"{value} is an invalid regex list: {str(exc).split(' is an invalid regex: ')[-1]}"
+    except InvalidRegex as exc:
+        return f"{value} is an invalid regex list: {exc.reason}"
     return None
 
 

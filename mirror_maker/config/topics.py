@@ -184,24 +184,36 @@ def _translate_java(regex: str) -> str:
     return "".join(out)
 
 
+class InvalidRegex(ConfigError):
+    """A Java regex that is invalid or uses a construct with no translation; ``reason`` says
+    what is wrong without the regex, for a message that names it its own way."""
+
+    def __init__(self, java: str, reason: str) -> None:
+        super().__init__(f"'{java}': {reason}")
+        self.reason = reason
+
+
 def compile_java_regex(java: str) -> "regex.Pattern[str]":
     """A Java regex compiled with the same meaning on every Python version; a one-line
-    :class:`ConfigError` when it is invalid or uses a construct with no translation."""
+    :class:`InvalidRegex` when it is invalid or uses a construct with no translation."""
     try:
         return regex.compile(_translate_java(java))
+    except ConfigError as exc:  # a construct _translate_java refuses
+        raise InvalidRegex(java, str(exc)) from None
     except regex.error as exc:
-        raise ConfigError(f"{java} is an invalid regex: {exc}") from None
+        raise InvalidRegex(java, f"invalid regex: {exc}") from None
 
 
-def compile_include(raw: str) -> Pattern[str]:
-    """Compile the include string; raises a one-line :class:`ConfigError` when invalid."""
+def compile_include(raw: str, option: str = "--include") -> Pattern[str]:
+    """Compile the include string; a one-line :class:`ConfigError` naming the option the user
+    typed (``--include`` or ``--whitelist``) and its value when it is invalid."""
     cleaned = kafka_include_string(raw)
     if not cleaned:
-        raise ConfigError("--include: the topic regex is empty")
+        raise ConfigError(f"{option} '{raw}': the topic regex is empty")
     try:
         return compile_java_regex(cleaned)
-    except ConfigError as exc:
-        raise ConfigError(f"--include: {exc}") from None
+    except InvalidRegex as exc:
+        raise ConfigError(f"{option} '{raw}': {exc.reason}") from None
 
 
 def select_topics(

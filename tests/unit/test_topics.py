@@ -100,10 +100,16 @@ def test_java_regex_features_match_as_java_does(java, text, matches):
 
 
 @pytest.mark.parametrize("bad", ["*", "a(", "\\p{InGreek}", "a(?d)b", "[a-z", "[a-z&&]"])
-def test_invalid_regex_is_a_config_error(bad):
+def test_invalid_regex_is_a_config_error_naming_the_option_and_the_value(bad):
     with pytest.raises(ConfigError) as info:
-        compile_include(bad)
-    assert str(info.value).startswith("--include: ")
+        compile_include(bad, "--whitelist")
+    assert str(info.value).startswith(f"--whitelist '{bad}': ")
+
+
+def test_an_unclosed_character_class_names_the_option_typed_and_its_value():
+    with pytest.raises(ConfigError) as info:
+        compile_include("a[b", "--whitelist")
+    assert str(info.value) == "--whitelist 'a[b': the regex has an unclosed character class"
 
 
 @pytest.mark.parametrize("java,text,matches", JAVA_ANSWERS)
