@@ -46,7 +46,7 @@ from urllib.parse import urlsplit
 
 from mirror_maker.embedded import die_with_parent, free_ports
 
-from .maven_jars import class_archive, classpath, java
+from .maven_jars import MAVEN_TIMEOUT_S, archive_path, class_archive, classpath, java, jars_cached
 
 log = logging.getLogger(__name__)
 
@@ -57,10 +57,18 @@ KAFKA_3_9 = "3.9.2"
 MIRROR_MAKER_2 = "connect-mirror-4.3.1"
 
 READY_TIMEOUT_S = 60.0
+FORMAT_TIMEOUT_S = 120.0
+#: A cluster that did not become ready is killed and started afresh, up to this many times.
+START_ATTEMPTS = 3
+#: The class-data archive's training: a one-node cluster formatted, started, stopped, its archive checked.
+
 #: A node restarted into a running cluster recovers its logs (all of them after a SIGKILL) and
 #: catches up the metadata log before it registers, while the rest of the test keeps the machine busy.
 RESTART_TIMEOUT_S = 150.0
 STOP_TIMEOUT_S = 15.0
+#: The class-data archive's training: a one-node cluster formatted, started and stopped, its
+#: archive then mapped once (``maven_jars._maps``).
+ARCHIVE_TRAINING_S = FORMAT_TIMEOUT_S + READY_TIMEOUT_S + STOP_TIMEOUT_S + 60.0
 #: A node of a one-node cluster, and of a larger one: two 3-node clusters, mirrors and a producer
 #: share a 2-core machine.
 HEAP = "-Xmx512m"
@@ -73,6 +81,21 @@ _running: List["KafkaCluster"] = []
 
 def pom_name(version: str) -> str:
     return f"kafka-{version}"
+
+
+CLASS_ARCHIVE_APP = "kafka-node"
+
+
+def first_start_cached(version: str) -> bool:
+    """Whether this version's jars are fetched and its class-data archive made (``first_run``)."""
+    return jars_cached(pom_name(version)) and archive_path(pom_name(version), CLASS_ARCHIVE_APP).exists()
+
+
+def start_budget_s(version: str) -> float:
+    """The longest ``start_together`` may take: each attempt formats, waits for every node and may
+    kill them; and where ``tests.brokers.first_run`` has not run, the jars' fetch and the archive."""
+    first_run = 0.0 if first_start_cached(version) else MAVEN_TIMEOUT_S + ARCHIVE_TRAINING_S
+    return START_ATTEMPTS * (FORMAT_TIMEOUT_S + READY_TIMEOUT_S + STOP_TIMEOUT_S) + first_run
 
 
 @dataclass
@@ -245,7 +268,7 @@ class KafkaCluster:
     def _share_classes(self) -> None:
         """Decide the JVMs' class-data sharing before the first start (``class_archive``)."""
         if self._class_sharing is None:
-            archive = class_archive(pom_name(self.version), "kafka-node", self._train_class_archive)
+            archive = class_archive(pom_name(self.version), CLASS_ARCHIVE_APP, self._train_class_archive)
             self._class_sharing = [f"-XX:SharedArchiveFile={archive}"] if archive else []
 
     def _train_class_archive(self, flags: List[str]) -> None:
@@ -589,7 +612,7 @@ class KafkaCluster:
             for name, password in self.security.users.items():
                 for mechanism in ("SCRAM-SHA-256", "SCRAM-SHA-512"):
                     command += ["--add-scram", f"{mechanism}=[name={name},password={password}]"]
-        result = subprocess.run(command, capture_output=True, text=True, timeout=120)
+        result = subprocess.run(command, capture_output=True, text=True, timeout=FORMAT_TIMEOUT_S)
         if result.returncode != 0:
             raise RuntimeError(f"formatting Apache Kafka {self.name} node {node.node_id} failed:\n"
                                f"{result.stdout}{result.stderr}")
@@ -657,7 +680,7 @@ class KafkaCluster:
         return False
 
 
-def start_together(clusters: List[KafkaCluster], attempts: int = 3) -> List[KafkaCluster]:
+def start_together(clusters: List[KafkaCluster], attempts: int = START_ATTEMPTS) -> List[KafkaCluster]:
     """Start several clusters side by side (each start is mostly JVMs warming up).
 
     Formatting runs in threads; the nodes are spawned from the calling thread, because

@@ -5,15 +5,22 @@ parity tests and of the benchmark.
   ``kafka-run-class.sh``'s JVM flags and ``config/tools-log4j.properties`` (WARN on stderr).
 * MirrorMaker 2 in dedicated mode (``org.apache.kafka.connect.mirror.MirrorMaker``), from
   connect-mirror 4.x, with a properties file written here.
+* MirrorMaker 2's own client (``java/MirrorClientCheck.java``), reading what a mirror wrote.
 """
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 from typing import Dict, List, Optional
 
 from .apache_kafka import KAFKA_3_9, MIRROR_MAKER_2, pom_name
-from .maven_jars import classpath, java
+from .maven_jars import classpath, java, java_program
+
+#: MirrorMaker 2's own client reading what a mirror wrote (RemoteClusterUtils, heartbeats).
+MIRROR_CLIENT_CHECK = Path(__file__).resolve().parent / "java" / "MirrorClientCheck.java"
+#: It reads the checkpoints and the heartbeats for up to 30 s each, on a machine that may be busy.
+MIRROR_CLIENT_CHECK_TIMEOUT_S = 120
 
 #: What kafka-run-class.sh gives every tool (KAFKA_HEAP_OPTS, KAFKA_JVM_PERFORMANCE_OPTS).
 RUN_CLASS_FLAGS = ["-Xmx256M", "-server", "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20",
@@ -97,3 +104,18 @@ def mirror_maker_2(properties: Dict[str, object], work: Path, log_level: str = "
     flags = [heap if f.startswith("-Xmx") else f for f in RUN_CLASS_FLAGS]
     return [java(), *flags, f"-Dlog4j2.configurationFile={log4j2}", "-cp", classpath(MIRROR_MAKER_2),
             "org.apache.kafka.connect.mirror.MirrorMaker", str(config)]
+
+
+def mirror_client_check(bootstrap: str, alias: str, group: str) -> List[str]:
+    """What MirrorMaker 2's own client reads on the cluster at ``bootstrap`` (``MirrorClientCheck``):
+    ``offset <topic> <partition> <offset>`` per partition that RemoteClusterUtils.translateOffsets
+    gives ``group`` from ``alias``, ``upstream <alias>`` per upstream cluster and
+    ``heartbeat <source> <target>`` per pair in the heartbeats topic."""
+    command = [*java_program(MIRROR_CLIENT_CHECK, MIRROR_MAKER_2), bootstrap, alias, group]
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=MIRROR_CLIENT_CHECK_TIMEOUT_S)
+    except subprocess.TimeoutExpired as exc:
+        raise AssertionError(f"MirrorClientCheck on {bootstrap} ({alias}, {group}) did not end within "
+                             f"{MIRROR_CLIENT_CHECK_TIMEOUT_S} s; its output:\n{exc.stdout}\n{exc.stderr}") from None
+    assert done.returncode == 0, f"MirrorClientCheck on {bootstrap} exited {done.returncode}:\n{done.stderr[-2000:]}"
+    return done.stdout.splitlines()

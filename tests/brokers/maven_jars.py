@@ -4,7 +4,8 @@ One small pom per Kafka line (``maven/<name>.pom.xml``, dependencies only, nothi
 Maven's "nearest wins" could otherwise pick a jackson that jackson-module-scala refuses) is
 resolved with ``mvn dependency:copy-dependencies`` into ``<cache>/<name>/``. A marker file says
 the folder is complete, and a file lock lets parallel runs share one download. The cache is
-``$MIRROR_MAKER_KAFKA_CACHE``, else ``~/.cache/kafka-mirror-maker``.
+``$MIRROR_MAKER_KAFKA_CACHE``, else ``~/.cache/kafka-mirror-maker``. The tests' Java programs
+(``java/``) are compiled into the same cache, once.
 """
 
 from __future__ import annotations
@@ -31,13 +32,17 @@ def cache_root() -> Path:
     return Path(root)
 
 
+def jars_cached(name: str) -> bool:
+    return (cache_root() / name / _COMPLETE).exists()
+
+
 def jar_folder(name: str) -> Path:
     """The folder holding every runtime jar of ``maven/<name>.pom.xml``, fetched if needed."""
     pom = HERE / "maven" / f"{name}.pom.xml"
     if not pom.exists():
         raise ValueError(f"no pom for {name} in {pom.parent}")
     folder = cache_root() / name
-    if (folder / _COMPLETE).exists():
+    if jars_cached(name):
         return folder
     folder.parent.mkdir(parents=True, exist_ok=True)
     with open(folder.parent / f"{name}.lock", "w") as lock:
@@ -78,6 +83,41 @@ def java() -> str:
     return binary
 
 
+def java_program(source: Path, jars: str) -> List[str]:
+    """The command prefix that runs the Java program ``source`` (one class, e.g.
+    ``java/MirrorClientCheck.java``) against the jars of ``jars``: compiled once per cache with
+    ``javac`` (the source, the jars and the Java build name its folder) rather than in Java's
+    source-file mode, which compiles it again at every run, seconds of CPU each on a busy machine."""
+    folder = _program_folder(source, jars)
+    command = [java(), "-cp", f"{folder}{os.pathsep}{classpath(jars)}", source.stem]
+    if (folder / _COMPLETE).exists():
+        return command
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    with open(folder.with_name(folder.name + ".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if (folder / _COMPLETE).exists():  # another run compiled it while we waited
+            return command
+        javac = shutil.which("javac", path=os.path.dirname(java())) or shutil.which("javac")
+        if javac is None:
+            raise RuntimeError(f"compiling {source.name} needs javac (a JDK 17+, not only a JRE)")
+        shutil.rmtree(folder, ignore_errors=True)
+        result = subprocess.run([javac, "-nowarn", "-d", str(folder), "-cp", classpath(jars), str(source)],
+                                capture_output=True, text=True, timeout=MAVEN_TIMEOUT_S)
+        if result.returncode != 0:
+            raise RuntimeError(f"javac could not compile {source}:\n{result.stdout}{result.stderr}")
+        (folder / _COMPLETE).write_text(str(source))
+    return command
+
+
+def _program_folder(source: Path, jars: str) -> Path:
+    digest = hashlib.sha1(source.read_bytes() + f"{jars}:{_java_build()}".encode()).hexdigest()[:10]
+    return cache_root() / "java-programs" / f"{source.stem}-{digest}"
+
+
+def java_program_cached(source: Path, jars: str) -> bool:
+    return (_program_folder(source, jars) / _COMPLETE).exists()
+
+
 #: Archives that could not be made in this process (not tried again here; another run may).
 _unarchivable: Set[str] = set()
 
@@ -89,7 +129,7 @@ def class_archive(name: str, app: str, train: Callable[[List[str]], None]) -> Op
     pays on a 2-core machine. Made once per Java build, beside the jars, by ``train(flags)`` (a
     run of the app that ends normally, with ``flags``); a file lock lets parallel runs share it.
     None if it cannot be made: the JVMs then start without one."""
-    path = cache_root() / f"{name}-{app}-{_java_build()}.jsa"
+    path = archive_path(name, app)
     if path.exists():
         return path
     if str(path) in _unarchivable:
@@ -111,6 +151,10 @@ def class_archive(name: str, app: str, train: Callable[[List[str]], None]) -> Op
             return path
         _unarchivable.add(str(path))
         return None
+
+
+def archive_path(name: str, app: str) -> Path:
+    return cache_root() / f"{name}-{app}-{_java_build()}.jsa"
 
 
 def _maps(archive: Path, name: str) -> bool:

@@ -5,7 +5,6 @@ on the target is never overwritten."""
 
 from __future__ import annotations
 
-import subprocess
 import threading
 from collections import Counter
 
@@ -15,6 +14,7 @@ from confluent_kafka import TopicPartition as KafkaTopicPartition
 from mirror_maker.replication.translate import translate_offsets
 from mirror_maker.records import TopicPartition
 
+from ..brokers.java_mirror_makers import mirror_client_check
 from .harness import MirrorProcess, make_records, mirror_args, unique, wait_until
 
 pytestmark = pytest.mark.needs_kafka_feature("consumer group offsets administered on the target")
@@ -66,17 +66,6 @@ def read_from_committed(cluster, group, topic):
     return rows
 
 
-def mirror_maker_2_client(target, alias, group):
-    from ..brokers.apache_kafka import MIRROR_MAKER_2
-    from ..brokers.maven_jars import classpath, java
-
-    source = __import__("pathlib").Path(__file__).parents[1] / "brokers" / "java" / "MirrorClientCheck.java"
-    done = subprocess.run([java(), "-cp", classpath(MIRROR_MAKER_2), str(source), target.bootstrap, alias, group],
-                          capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stderr[-2000:]
-    return done.stdout.splitlines()
-
-
 #: Raw mode keeps partitions with its own handler: the failover options without a handler.
 RAW_FAILOVER = ("--use.raw.bytes", *FAILOVER[2:])
 
@@ -101,7 +90,7 @@ def test_a_group_fails_over_to_the_target_missing_nothing(tmp_path, source, targ
         target.read_values(remote, [r.value for r in records])
         wait_until(lambda: len(target.committed(group, remote)) == 2, 60, "the group's offsets synced to the target")
         translated = translate_offsets({"bootstrap.servers": target.bootstrap}, group, "a")
-        java = mirror_maker_2_client(target, "a", group)
+        java = mirror_client_check(target.bootstrap, "a", group)
     finally:
         assert mirror.stop() == 143, mirror.log()
     committed = target.committed(group, remote)

@@ -1,7 +1,7 @@
 // MirrorMaker 2's own client reading what a mirror wrote: RemoteClusterUtils.translateOffsets on
 // the checkpoints, RemoteClusterUtils.upstreamClusters on the heartbeats topics, and
-// Heartbeat.deserializeRecord on the heartbeats. Run in source-file mode:
-//   java -cp '<connect-mirror jars>/*' MirrorClientCheck.java <target bootstrap> <source alias> <group>
+// Heartbeat.deserializeRecord on the heartbeats. Compiled once per cache (maven_jars.java_program):
+//   java -cp '<classes>:<connect-mirror jars>/*' MirrorClientCheck <target bootstrap> <source alias> <group>
 // Prints "offset <topic> <partition> <offset>" per translated partition, "upstream <alias>" per
 // upstream cluster, and "heartbeat <source> <target>" per distinct pair in the heartbeats topic.
 
