@@ -1,8 +1,15 @@
-"""Shared test set-up: log capture at INFO for the mirror_maker loggers."""
+"""Shared test set-up: log capture at INFO for the mirror_maker loggers, and the set-up budgets
+of module and session fixtures (``tests/budgets.py``)."""
 
 import logging
+import signal
+import threading
+import time
+import traceback
 
 import pytest
+
+from .budgets import budget_of
 
 
 @pytest.fixture(autouse=True)
@@ -16,17 +23,37 @@ def _mirror_maker_logging(caplog):
         root.removeHandler(handler)
 
 
-#: The longest modules (a scenario of minutes each): collected first, so that ``make test``'s two
-#: workers (``--dist loadscope --no-loadscope-reorder``) start them at once, one each, and the
-#: short modules fill in around them. xdist's own order (most tests first) started the longest one
-#: eight minutes in.
-LONGEST_FIRST = ("tests/integration/test_broker_failures.py", "tests/integration/test_dedicated_mode.py")
+#: The order in which ``make test``'s workers (``--dist loadscope --no-loadscope-reorder``) take the
+#: modules, each as a worker becomes free. The three that keep both cores busy on their own (the
+#: 3-node clusters' failures, the dedicated mode's three clusters and Kafka's MirrorMaker 2, Spark's
+#: JVMs) would slow each other down three-fold side by side: the first starts at once, the other
+#: two once the modules that mostly wait on timers (outages, sessions) have run beside it. Modules
+#: not named keep their place after these.
+SCHEDULE = (
+    "tests/integration/test_broker_failures.py",
+    "tests/integration/test_reliability.py",
+    "tests/integration/test_mode_matrix.py",
+    "tests/integration/test_raw_mode.py",
+    "tests/integration/test_consumer_failover.py",
+    "tests/integration/test_parity_with_kafka_mirror_maker.py",
+    "tests/integration/test_mirror_maker_2_topics.py",
+    "tests/integration/test_exactly_once.py",
+    "tests/integration/test_bad_input.py",
+    "tests/integration/test_packaging.py",
+    "tests/integration/test_oauthbearer.py",
+    "tests/integration/test_plugins_and_topics.py",
+    "tests/integration/test_rebalancing.py",
+    "tests/integration/test_delivery_guarantees.py",
+    "tests/integration/test_shutdown_and_failures.py",
+    "tests/integration/test_dedicated_mode.py",
+    "tests/integration/test_spark.py",
+)
 
 
 def pytest_collection_modifyitems(items):
     def rank(item) -> int:
         path = item.nodeid.split("::")[0]
-        return LONGEST_FIRST.index(path) if path in LONGEST_FIRST else len(LONGEST_FIRST)
+        return SCHEDULE.index(path) if path in SCHEDULE else len(SCHEDULE)
     items.sort(key=rank)  # stable: every other module keeps its place
 
 
@@ -57,3 +84,40 @@ def pytest_terminal_summary(terminalreporter):
         terminalreporter.section("mirror reports")
         for line in _REPORTS:
             terminalreporter.write_line(line)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_fixture_setup(fixturedef, request):
+    """A module or session fixture sets up on its own budget (``tests/budgets.py``): the test's
+    timeout (pytest-timeout's SIGALRM) is suspended meanwhile and resumed afterwards with what it
+    had left. Over its budget, the fixture fails naming itself and where its code was."""
+    if fixturedef.scope == "function" or threading.current_thread() is not threading.main_thread():
+        return (yield)
+    budget = budget_of(fixturedef.func)
+    test_left, _interval = signal.getitimer(signal.ITIMER_REAL)
+    test_handler = signal.getsignal(signal.SIGALRM)
+    started = time.monotonic()
+
+    def over_budget(_signum, frame):
+        stack = traceback.extract_stack(frame)
+        code = getattr(fixturedef.func, "__code__", None)
+        first = next((i for i, f in enumerate(stack) if code is not None and f.filename == code.co_filename
+                      and f.name == code.co_name), 0)
+        inside = stack[first:]  # from the fixture's own frame down to where it was
+        where = "".join(traceback.format_list(inside[:1] + inside[1:][-7:]))
+        pytest.fail(f"the {fixturedef.scope} fixture {fixturedef.argname} did not set up within its budget of "
+                    f"{budget:.0f} s (tests/budgets.py); it was at:\n{where}", pytrace=False)
+
+    signal.signal(signal.SIGALRM, over_budget)
+    signal.setitimer(signal.ITIMER_REAL, budget)
+    try:
+        return (yield)
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, test_handler)
+        if test_left > 0:
+            signal.setitimer(signal.ITIMER_REAL, test_left)
+        took = time.monotonic() - started
+        if took > 10:
+            logging.getLogger("tests.budgets").info("%s fixture %s set up in %.1f s (budget %.0f s)",
+                                                    fixturedef.scope, fixturedef.argname, took, budget)

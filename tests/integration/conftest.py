@@ -14,6 +14,8 @@ import time
 
 import pytest
 
+from ..brokers.apache_kafka import KAFKA_3_9, KAFKA_4, start_budget_s
+from ..budgets import setup_budget
 from .harness import SOURCE_ENV, TARGET_ENV, Cluster, broker_kind, mirror_files
 
 #: SASL users of the Kafka clusters: admin is a super user, the others get ACLs in their tests.
@@ -51,7 +53,12 @@ def _kafka_clusters(work, version):
     return brokers, tls
 
 
+def _version() -> str:
+    return KAFKA_3_9 if broker_kind() == "kafka-3.9" else KAFKA_4
+
+
 @pytest.fixture(scope="session")
+@setup_budget(start_budget_s(_version()))
 def clusters(tmp_path_factory):
     kind = broker_kind()
     if kind == "byo":
@@ -64,9 +71,7 @@ def clusters(tmp_path_factory):
 
         brokers = [EmbeddedBroker(name, work) for name in ("source", "target")]
     else:
-        from ..brokers.apache_kafka import KAFKA_3_9, KAFKA_4
-
-        brokers, tls = _kafka_clusters(work, KAFKA_4 if kind == "kafka" else KAFKA_3_9)
+        brokers, tls = _kafka_clusters(work, _version())
     try:
         if kind == "tansu":
             for broker in brokers:
@@ -82,6 +87,7 @@ def clusters(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
+@setup_budget(start_budget_s(_version()))
 def three_node_clusters(tmp_path_factory, report):
     """Two 3-node Apache Kafka clusters (source, target) for the tests that fail brokers: started
     for the module that asks for them and stopped after it (six JVMs are too many to keep for the
@@ -92,10 +98,10 @@ def three_node_clusters(tmp_path_factory, report):
         return
     if kind == "tansu":
         pytest.skip("Tansu runs one node: there is no broker to lose while others serve")
-    from ..brokers.apache_kafka import KAFKA_3_9, KAFKA_4, KafkaCluster, start_together
+    from ..brokers.apache_kafka import KafkaCluster, start_together
 
     work = tmp_path_factory.mktemp("three-node-clusters")
-    version = KAFKA_4 if kind == "kafka" else KAFKA_3_9
+    version = _version()
     brokers = [KafkaCluster(name, work, version, nodes=3) for name in ("source", "target")]
     try:
         started = time.monotonic()

@@ -77,15 +77,23 @@ def unique(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex[:10]}"
 
 
-def wait_until(condition: Callable[[], object], timeout_s: float, what: str, step_s: float = 0.1):
-    """Poll ``condition`` until it returns a truthy value; fail naming ``what`` at the deadline."""
+def wait_until(condition: Callable[[], object], timeout_s: float, what: str, step_s: float = 0.1,
+               evidence: Optional[Callable[[], str]] = None):
+    """Poll ``condition`` until it returns a truthy value; at the deadline fail naming ``what``,
+    with what ``evidence()`` shows (a log's end, what was there instead)."""
     deadline = time.monotonic() + timeout_s
     while True:
         value = condition()
         if value:
             return value
         if time.monotonic() >= deadline:
-            raise AssertionError(f"timed out after {timeout_s}s waiting for {what}")
+            shown = ""
+            if evidence is not None:
+                try:
+                    shown = f"; evidence:\n{evidence()}"
+                except Exception as exc:  # the evidence must not hide the timeout
+                    shown = f"; the evidence could not be read: {exc!r}"
+            raise AssertionError(f"timed out after {timeout_s}s waiting for {what}{shown}")
         time.sleep(step_s)
 
 
@@ -380,9 +388,14 @@ class MirrorProcess:
     def log(self) -> str:
         return self.log_path.read_text(errors="replace")
 
+    def log_tail(self, chars: int = 3000) -> str:
+        """The end of the log, with whether the process still runs: a failed wait's evidence."""
+        state = "running" if self.process.poll() is None else f"exited with {self.process.returncode}"
+        return f"({self.log_path.name}, {state}) ...{self.log()[-chars:]}"
+
     def wait_for_log(self, text: str, timeout_s: float = 30.0) -> None:
         wait_until(lambda: text in self.log() or self.process.poll() is not None, timeout_s,
-                   f"'{text}' in the mirror log")
+                   f"'{text}' in the mirror log", evidence=self.log_tail)
         assert text in self.log(), f"mirror exited ({self.process.returncode}) before '{text}':\n{self.log()}"
 
     def wait(self, timeout_s: float = 60.0) -> int:

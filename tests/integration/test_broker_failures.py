@@ -28,10 +28,11 @@ from typing import Callable, Dict, List, Optional, Tuple
 
 import pytest
 
+from ..budgets import setup_budget
 from .harness import (BackgroundProducer, Cluster, MirrorProcess, byo, first_deliveries_out_of_order, hold,
                       mirror_args, mirror_files, raw_queue_problem, unique, values, wait_until)
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]
+pytestmark = pytest.mark.slow
 
 log = logging.getLogger(__name__)
 
@@ -438,7 +439,13 @@ class BrokerFailures:
         return mirror.warn_error_lines(*step.marks[mirror.mode.name])
 
 
+#: The scenario's longest run: the start, seven steps (each its failure, nodes back within
+#: RESTART_TIMEOUT_S each, and RESUME_WITHIN_S to catch up), the stops and the reads of four topics.
+SCENARIO_BUDGET_S = 1800
+
+
 @pytest.fixture(scope="module")
+@setup_budget(SCENARIO_BUDGET_S)
 def failures(three_node_clusters, tmp_path_factory, report) -> BrokerFailures:
     source, target = three_node_clusters
     scenario = BrokerFailures(source, target, tmp_path_factory.mktemp("broker-failures"))

@@ -20,7 +20,7 @@ import urllib.request
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Dict, List
+from typing import Callable, Dict, List
 
 import pytest
 from confluent_kafka.admin import (AclBinding, AclBindingFilter, AclOperation, AclPermissionType, ConfigResource,
@@ -30,6 +30,9 @@ from mirror_maker.embedded import free_port
 from mirror_maker.replication.formats import decode_heartbeat
 from mirror_maker.replication.translate import translate_offsets
 
+from ..brokers.apache_kafka import FORMAT_TIMEOUT_S, KAFKA_4, READY_TIMEOUT_S, start_budget_s
+from ..brokers.java_mirror_makers import MIRROR_CLIENT_CHECK_TIMEOUT_S
+from ..budgets import setup_budget
 from .conftest import SASL_USERS
 from .harness import (ROOT, BackgroundProducer, Cluster, MirrorProcess, group_settings, make_records, unique, values,
                       wait_until)
@@ -53,9 +56,26 @@ FAST = {
 }
 
 
+#: What the scenario's steps may take on a cold, loaded machine: seeding it (topics, ACLs, a
+#: group that reads 600 records), ours and then Kafka's MirrorMaker 2 mirroring and syncing it,
+#: one look at the clusters past a wait's deadline (three topics read, 20 s each), the outcome
+#: (MirrorMaker 2's client on three clusters, and the topics' configs and ACLs), a stop.
+SEED_S = 60
+MIRRORED_S, SYNCED_S = 120, 90
+THEIRS_MIRRORED_S, THEIRS_SYNCED_S = 240, 180
+LOOK_S = 60
+OUTCOME_S = 3 * MIRROR_CLIENT_CHECK_TIMEOUT_S + 60
+STOP_S = 60
+OURS_ABC_S = SEED_S + MIRRORED_S + SYNCED_S + 2 * LOOK_S + OUTCOME_S + 30 + STOP_S
+#: Emptied clusters, the scenario under Kafka's MirrorMaker 2, then ours taking over and the reads.
+THEIRS_S = (FORMAT_TIMEOUT_S + READY_TIMEOUT_S + SEED_S + THEIRS_MIRRORED_S + THEIRS_SYNCED_S + 2 * LOOK_S
+            + OUTCOME_S + STOP_S + SEED_S + 120 + STOP_S + 60)
+
+
 @pytest.fixture(scope="module")
+@setup_budget(start_budget_s(KAFKA_4))
 def abc(tmp_path_factory) -> Dict[str, Cluster]:
-    from ..brokers.apache_kafka import KAFKA_4, KafkaCluster, Security, start_together
+    from ..brokers.apache_kafka import KafkaCluster, Security, start_together
 
     work = tmp_path_factory.mktemp("mm2-clusters")
     security = Security(users=SASL_USERS, super_users=["admin"])
@@ -108,15 +128,10 @@ def heartbeat_pairs(cluster: Cluster, topic: str = "heartbeats"):
 
 def mirror_maker_2_client(cluster: Cluster, alias: str, group: str) -> List[str]:
     """RemoteClusterUtils (translateOffsets, upstreamClusters) and the heartbeats, read by
-    MirrorMaker 2's own client (tests/brokers/java/MirrorClientCheck.java)."""
-    from ..brokers.apache_kafka import MIRROR_MAKER_2
-    from ..brokers.maven_jars import classpath, java
+    MirrorMaker 2's own client, sorted."""
+    from ..brokers.java_mirror_makers import mirror_client_check
 
-    source = Path(__file__).parents[1] / "brokers" / "java" / "MirrorClientCheck.java"
-    done = subprocess.run([java(), "-cp", classpath(MIRROR_MAKER_2), str(source), cluster.bootstrap, alias, group],
-                          capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stderr[-2000:]
-    return sorted(done.stdout.splitlines())
+    return sorted(mirror_client_check(cluster.bootstrap, alias, group))
 
 
 # -- the A, B, C scenario: the same for ours and for Kafka's MirrorMaker 2 ---------------------
@@ -183,21 +198,39 @@ def _without_offsets(client: Dict[str, List[str]]) -> Dict[str, List[str]]:
             for alias, lines in client.items()}
 
 
-def mirrored_everything(abc) -> bool:
+def mirrored(abc) -> Dict[str, bool]:
+    """Each flow's remote topic, with its partitions and every record."""
     a, b, c = abc["A"], abc["B"], abc["C"]
-    return (b.partitions("A.orders") == 2 and c.partitions("A.payments") == 1 and a.partitions("B.orders-b") == 1
-            and len(b.read_all("A.orders", timeout_s=20)) == 1000 and len(c.read_all("A.payments", timeout_s=20)) == 50
-            and len(a.read_all("B.orders-b", timeout_s=20)) == 100)
+    return {"A.orders on B": b.partitions("A.orders") == 2 and len(b.read_all("A.orders", timeout_s=20)) == 1000,
+            "A.payments on C": c.partitions("A.payments") == 1 and len(c.read_all("A.payments", timeout_s=20)) == 50,
+            "B.orders-b on A": a.partitions("B.orders-b") == 1 and len(a.read_all("B.orders-b", timeout_s=20)) == 100}
 
 
-def synced_everything(abc) -> bool:
+def synced(abc) -> Dict[str, bool]:
+    """The configs, ACLs, synced group offsets, heartbeats and checkpoints of the scenario."""
     a, b, c = abc["A"], abc["B"], abc["C"]
-    return (topic_configs(b, "A.orders").get("retention.ms") == "12345678" and len(topic_acls(b, "A.orders")) == 3
-            and len(b.committed(GROUP, "A.orders")) == 2
-            and heartbeat_pairs(a) >= {("B", "A"), ("C", "A")} and heartbeat_pairs(b) >= {("A", "B"), ("C", "B")}
-            and heartbeat_pairs(c) >= {("A", "C"), ("B", "C")}
-            and b.topic_exists("A.heartbeats") and a.topic_exists("B.heartbeats") and c.topic_exists("A.heartbeats")
-            and c.topic_exists("A.checkpoints.internal"))
+    return {"configs of A.orders": topic_configs(b, "A.orders").get("retention.ms") == "12345678",
+            "ACLs of A.orders": len(topic_acls(b, "A.orders")) == 3,
+            "the group's offsets on B": len(b.committed(GROUP, "A.orders")) == 2,
+            "heartbeats on A": heartbeat_pairs(a) >= {("B", "A"), ("C", "A")},
+            "heartbeats on B": heartbeat_pairs(b) >= {("A", "B"), ("C", "B")},
+            "heartbeats on C": heartbeat_pairs(c) >= {("A", "C"), ("B", "C")},
+            "remote heartbeats": (b.topic_exists("A.heartbeats") and a.topic_exists("B.heartbeats")
+                                  and c.topic_exists("A.heartbeats")),
+            "checkpoints on C": c.topic_exists("A.checkpoints.internal")}
+
+
+def wait_for_all(checks: Callable[[], Dict[str, bool]], timeout_s: float, what: str, mirror: MirrorProcess) -> None:
+    """Until every check holds; at the deadline, the checks that do not, and the mirror's log."""
+    last: Dict[str, bool] = {}
+
+    def holds() -> bool:
+        last.clear()
+        last.update(checks())
+        return all(last.values())
+
+    wait_until(holds, timeout_s, what, step_s=1, evidence=lambda: (
+        f"not yet: {', '.join(name for name, ok in last.items() if not ok)}\n{mirror.log_tail()}"))
 
 
 def outcome(abc: Dict[str, Cluster]) -> Outcome:
@@ -215,6 +248,7 @@ def outcome(abc: Dict[str, Cluster]) -> Outcome:
 
 
 @pytest.fixture(scope="module")
+@setup_budget(OURS_ABC_S)
 def ours_abc(abc, tmp_path_factory):
     """Ours on the scenario, once for the module: what it did, and its log and metrics."""
     tmp_path = tmp_path_factory.mktemp("ours-abc")
@@ -223,15 +257,15 @@ def ours_abc(abc, tmp_path_factory):
     port = int(re.search(r"metrics.port = (\d+)", path.read_text()).group(1))
     mirror = ours(path, tmp_path / "ours.log")
     try:
-        wait_until(lambda: mirrored_everything(abc), 120, "every flow mirrored", step_s=1)
-        wait_until(lambda: synced_everything(abc), 90, "configs, ACLs, checkpoints and heartbeats", step_s=1)
+        wait_for_all(lambda: mirrored(abc), MIRRORED_S, "every flow mirrored", mirror)
+        wait_for_all(lambda: synced(abc), SYNCED_S, "configs, ACLs, checkpoints and heartbeats", mirror)
         result = outcome(abc)
         result.metrics = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
         result.extra["ready"] = urllib.request.urlopen(f"http://127.0.0.1:{port}/ready", timeout=10).status
         result.extra["translated"] = translate_offsets({"bootstrap.servers": abc["B"].bootstrap}, GROUP, "A")
         result.extra["read_on_a"] = read_on_a
     finally:
-        status = mirror.stop()
+        status = mirror.stop(timeout_s=STOP_S)
     result.log = mirror.log()
     result.extra["status"] = status
     return result
@@ -436,6 +470,7 @@ def test_a_bad_file_and_an_unknown_alias_are_one_line_and_exit_1(tmp_path):
 
 
 @pytest.mark.skipif(__import__("shutil").which("java") is None, reason="Kafka's MirrorMaker 2 needs Java")
+@pytest.mark.timeout(THEIRS_S)
 def test_kafka_mirror_maker_2_on_the_same_file_gives_the_same(ours_abc, abc, tmp_path):
     """Last in this module: it empties the clusters (formatted afresh, on the same ports, so the
     same file reaches them), seeds the same scenario and runs Kafka's MirrorMaker 2 on it."""
@@ -456,8 +491,8 @@ def test_kafka_mirror_maker_2_on_the_same_file_gives_the_same(ours_abc, abc, tmp
         java(), *RUN_CLASS_FLAGS, f"-Dlog4j2.configurationFile={log4j2}", "-cp", classpath(MIRROR_MAKER_2),
         "org.apache.kafka.connect.mirror.MirrorMaker", str(path)])
     try:
-        wait_until(lambda: mirrored_everything(abc), 240, "every flow mirrored by MirrorMaker 2", step_s=2)
-        wait_until(lambda: synced_everything(abc), 180, "MirrorMaker 2's syncs, checkpoints and heartbeats", step_s=2)
+        wait_for_all(lambda: mirrored(abc), THEIRS_MIRRORED_S, "every flow mirrored by MirrorMaker 2", theirs)
+        wait_for_all(lambda: synced(abc), THEIRS_SYNCED_S, "MirrorMaker 2's syncs, checkpoints and heartbeats", theirs)
         theirs_result = outcome(abc)
     finally:
         theirs.stop()

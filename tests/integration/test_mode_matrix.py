@@ -16,6 +16,7 @@ import pytest
 from confluent_kafka import Producer
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
+from ..budgets import setup_budget
 from .harness import (MODE_IDS, MODES, BackgroundProducer, MirrorProcess, Rec, make_records, mirror_args,
                       mirror_files, unique, values, wait_until)
 
@@ -202,7 +203,12 @@ def test_a_transactional_source_with_markers_and_an_open_transaction(tmp_path, s
     assert "Traceback" not in mirror.log() and not error_lines(mirror)
 
 
+#: Seeding 6,000 records of 700 bytes, and the log cleaner leaving holes in both partitions.
+COMPACTED_SEED_S, COMPACTED_HOLES_S = 60, 90
+
+
 @pytest.fixture(scope="module")
+@setup_budget(COMPACTED_SEED_S + COMPACTED_HOLES_S + 60)  # + one look of holes() past the deadline
 def compacted(clusters):
     """A compacted source with offset holes and tombstones: 2 partitions, keys written again and
     again, a third of them deleted; waited for until the cleaner left holes in both partitions."""
@@ -225,7 +231,7 @@ def compacted(clusters):
             offsets[partition].append(offset)
         return len(offsets) == 2 and all(max(o) + 1 > len(o) for o in offsets.values())
 
-    wait_until(holes, 90, "the source's log cleaner to leave holes in both partitions", step_s=1.0)
+    wait_until(holes, COMPACTED_HOLES_S, "the source's log cleaner to leave holes in both partitions", step_s=1.0)
     return topic, source.read_all(topic)
 
 

@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from ..brokers.apache_kafka import KAFKA_4, start_budget_s
+from ..budgets import setup_budget
 from ..oidc_server import OidcProvider
 from .harness import Cluster, MirrorProcess, broker_kind, make_records, mirror_args, mirror_files, unique
 
@@ -24,11 +26,12 @@ CLIENT_ID, CLIENT_SECRET = "mirror-client", "oidc-client-s3cret"
 
 
 @pytest.fixture(scope="module")
+@setup_budget(start_budget_s(KAFKA_4))
 def oauth(tmp_path_factory):
     """(the node, the token provider): Kafka 4's validator and allowed-URLs property."""
     if broker_kind() != "kafka":
         pytest.skip("the OIDC listener is set up for Apache Kafka 4")
-    from ..brokers.apache_kafka import KAFKA_4, OIDC_AUDIENCE, KafkaCluster, Security
+    from ..brokers.apache_kafka import OIDC_AUDIENCE, KafkaCluster, Security
 
     provider = OidcProvider({CLIENT_ID: (CLIENT_SECRET, "admin")}, OIDC_AUDIENCE).start()
     node = KafkaCluster("oauth", tmp_path_factory.mktemp("oauth"), KAFKA_4, security=Security(

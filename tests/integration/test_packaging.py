@@ -16,6 +16,7 @@ import pytest
 import mirror_maker
 from mirror_maker.embedded import EmbeddedBroker
 
+from ..budgets import setup_budget
 from .harness import Cluster, MirrorProcess, make_records, mirror_files
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -24,7 +25,10 @@ NAME = f"kafka_mirror_maker-{mirror_maker.__version__}"
 pytestmark = pytest.mark.needs_own_brokers("two embedded brokers of its own")
 
 
-def run(*command, cwd, timeout=600) -> str:
+RUN_TIMEOUT_S = 600
+
+
+def run(*command, cwd, timeout=RUN_TIMEOUT_S) -> str:
     result = subprocess.run([str(c) for c in command], cwd=str(cwd), capture_output=True, text=True,
                             timeout=timeout, env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"})
     assert result.returncode == 0, f"{command}: {result.stdout}{result.stderr}"
@@ -32,6 +36,7 @@ def run(*command, cwd, timeout=600) -> str:
 
 
 @pytest.fixture(scope="module")
+@setup_budget(3 * RUN_TIMEOUT_S)  # build, venv, pip install
 def installed(tmp_path_factory):
     """(the venv's bin folder, the dist folder): the wheel built from the sdist, installed."""
     work = tmp_path_factory.mktemp("package")

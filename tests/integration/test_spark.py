@@ -21,6 +21,7 @@ import pytest
 
 from mirror_maker.embedded import die_with_parent, free_port
 
+from ..budgets import setup_budget
 from .harness import (MODE_IDS, MODES, RAW, BackgroundProducer, MirrorProcess, on_tansu, make_records, mirror_args,
                       mirror_files, values, wait_until)
 
@@ -31,6 +32,8 @@ pytestmark = [pytest.mark.spark, pytest.mark.slow,
 
 #: Cold start of the JVM, the Python daemon and the workers, plus the group join.
 START_S = 90
+#: A standalone worker's start and registration with its master (two JVMs).
+WORKER_REGISTERED_S = 90
 
 
 def spark_mirror(tmp_path, files, topic, *extra, name="spark.log", env=None, cwd=None):
@@ -300,7 +303,8 @@ class StandaloneCluster:
                                  "--cores", "2", "--memory", "2g", "--webui-port", str(free_port()),
                                  "--work-dir", str(self.workdir / "work"), self.url)
         wait_until(lambda: "Successfully registered with master" in worker_log.read_text(errors="replace")
-                   or any(p.poll() is not None for p in self.processes), 90, "the Spark worker to register")
+                   or any(p.poll() is not None for p in self.processes), WORKER_REGISTERED_S,
+                   "the Spark worker to register", evidence=lambda: worker_log.read_text(errors="replace")[-3000:])
         assert all(p.poll() is None for p in self.processes), master_log.read_text() + worker_log.read_text()
         return self
 
@@ -315,6 +319,7 @@ class StandaloneCluster:
 
 
 @pytest.fixture(scope="module")
+@setup_budget(WORKER_REGISTERED_S + 30)
 def standalone(tmp_path_factory):
     cluster = StandaloneCluster(tmp_path_factory.mktemp("spark-standalone")).start()
     try:
