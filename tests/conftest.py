@@ -24,15 +24,18 @@ def _mirror_maker_logging(caplog):
 
 
 #: The order in which ``make test``'s workers (``--dist loadscope --no-loadscope-reorder``) take the
-#: modules, each as a worker becomes free. The three that keep both cores busy on their own (the
-#: 3-node clusters' failures, the dedicated mode's three clusters and Kafka's MirrorMaker 2, Spark's
-#: JVMs) would slow each other down three-fold side by side: the first starts at once, the other
-#: two once the modules that mostly wait on timers (outages, sessions) have run beside it. Modules
-#: not named keep their place after these.
+#: modules, each as a worker becomes free: the longest first (their durations on an idle machine),
+#: so that no long module starts near the end while the other workers have run out of work. The
+#: suite is bound by CPU on two cores, so the order decides only how the run ends. Modules not
+#: named (short ones, the unit tests) keep their place after these.
 SCHEDULE = (
-    "tests/integration/test_broker_failures.py",
-    "tests/integration/test_reliability.py",
-    "tests/integration/test_mode_matrix.py",
+    "tests/integration/test_broker_failures.py",  # about 300 s
+    "tests/integration/test_reliability.py",  # 210 s
+    "tests/integration/test_dedicated_mode.py",  # 150 s
+    "tests/integration/test_spark.py",  # 110 s
+    "tests/integration/test_mode_matrix.py",  # 90 s
+    "tests/integration/test_spark_failures.py",  # 80 s
+    "tests/integration/test_spark_standalone.py",  # 80 s
     "tests/integration/test_raw_mode.py",
     "tests/integration/test_consumer_failover.py",
     "tests/integration/test_parity_with_kafka_mirror_maker.py",
@@ -45,8 +48,6 @@ SCHEDULE = (
     "tests/integration/test_rebalancing.py",
     "tests/integration/test_delivery_guarantees.py",
     "tests/integration/test_shutdown_and_failures.py",
-    "tests/integration/test_dedicated_mode.py",
-    "tests/integration/test_spark.py",
 )
 
 

@@ -14,7 +14,7 @@ import tempfile
 import time
 from typing import Callable, List, Tuple
 
-from .apache_kafka import KAFKA_3_9, KAFKA_4, MIRROR_MAKER_2, KafkaCluster, first_start_cached, pom_name
+from .apache_kafka import KAFKA_3_9, KAFKA_4, MIRROR_MAKER_2, KafkaCluster, first_start_cached
 from .java_mirror_makers import MIRROR_CLIENT_CHECK
 from .maven_jars import jar_folder, jars_cached, java_program, java_program_cached
 
