@@ -22,6 +22,7 @@ from ..errors import ConfigError, MirrorMakerError
 from ..extras import require
 from ..redaction import redact
 from ..ops.log import configure_logging, resolve_level
+from ..ops.signals import exit_on_sigterm_until_handled
 from ..ops.stop_watchdog import dump_stacks_on_sigusr1, exit_process
 
 log = logging.getLogger("mirror_maker.MirrorMaker")
@@ -217,6 +218,7 @@ def main(argv: Optional[List[str]] = None) -> None:
     """Console entry point: ends the process (``ops.stop_watchdog.exit_process``, no SystemExit to
     catch) with Kafka's status codes, never showing a traceback; ``invoke`` returns the status."""
     argv = list(sys.argv[1:] if argv is None else argv)
+    exit_on_sigterm_until_handled()
     dump_stacks_on_sigusr1()
     exit_process(invoke(argv))
 

@@ -18,6 +18,7 @@ from .. import __version__
 from ..config import spec
 from ..errors import ConfigError
 from ..ops.log import configure_logging, resolve_level
+from ..ops.signals import exit_on_sigterm_until_handled
 from ..ops.stop_watchdog import dump_stacks_on_sigusr1, exit_process
 from . import exit_codes
 from .command import error_status, spark_options
@@ -64,6 +65,7 @@ def _spark_help(option: spec.Option) -> str:
 
 
 def main(argv: Optional[List[str]] = None) -> None:
+    exit_on_sigterm_until_handled()
     dump_stacks_on_sigusr1()
     exit_process(invoke(list(sys.argv[1:] if argv is None else argv)))
 

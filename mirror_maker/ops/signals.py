@@ -17,11 +17,26 @@ import signal
 import threading
 from typing import Callable, Dict, Iterable, List, Optional
 
+from .stop_watchdog import exit_process
+
 SIGNALS = (signal.SIGTERM, signal.SIGINT)
 #: How long :meth:`SignalDispatch.restore` waits for the handling of a signal already received.
 RESTORE_WAIT_S = 1.0
 
 log = logging.getLogger("mirror_maker.signals")
+
+
+def exit_on_sigterm_until_handled() -> None:
+    """Until a :class:`SignalDispatch` takes SIGTERM (once the command line is read and the run
+    begins), SIGTERM ends the process with status 143, as the JVM does from its first moment:
+    Python's default action would end it by the signal itself, which a parent sees as -15, not as
+    the exit code Kafka's tool gives. Nothing is connected yet, so nothing waits to be flushed."""
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, _exit_on_signal)
+
+
+def _exit_on_signal(signum, frame) -> None:
+    exit_process(128 + signum)
 
 
 class SignalDispatch:

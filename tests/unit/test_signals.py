@@ -95,3 +95,15 @@ print(handled == [signal.SIGTERM], threading.active_count(), flush=True)
 """
     done = run(code)
     assert done.returncode == 0 and done.stdout == "True 1\n", done
+
+
+def test_a_sigterm_before_the_run_takes_the_signals_exits_143_as_the_jvm_does():
+    code = PRELUDE + """
+from mirror_maker.ops.signals import exit_on_sigterm_until_handled
+exit_on_sigterm_until_handled()
+os.kill(os.getpid(), signal.SIGTERM)
+threading.Event().wait(5)
+print("SIGTERM ignored", flush=True)
+"""
+    done = run(code)
+    assert done.returncode == 143 and done.stdout == "", done
