@@ -77,6 +77,12 @@ def unique(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex[:10]}"
 
 
+#: A group's coordinator moving or loading its partition: not retriable by librdkafka's flag,
+#: but gone once another node has loaded it.
+COORDINATOR_MOVING = (KafkaError.NOT_COORDINATOR, KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
+                      KafkaError.COORDINATOR_NOT_AVAILABLE)
+
+
 def wait_until(condition: Callable[[], object], timeout_s: float, what: str, step_s: float = 0.1,
                evidence: Optional[Callable[[], str]] = None):
     """Poll ``condition`` until it returns a truthy value; at the deadline fail naming ``what``,
@@ -194,13 +200,21 @@ class Cluster:
                 future.result()
         wait_until(lambda: not any(self.topic_exists(t) for t in topics), 30, f"{topics} deleted")
 
-    def delete_group(self, group: str) -> None:
-        """Forget a consumer group and its committed offsets (it must have no members)."""
-        try:
-            self.admin().delete_consumer_groups([group], request_timeout=30)[group].result()
-        except Exception as exc:  # a group that never committed does not exist
-            if "GROUP_ID_NOT_FOUND" not in str(exc):
+    def delete_group(self, group: str, timeout_s: float = 30.0) -> None:
+        """Forget a consumer group and its committed offsets (it must have no members), retrying
+        while its coordinator moves or loads (on a busy machine, right after a cluster's start)."""
+        def deleted() -> bool:
+            try:
+                self.admin().delete_consumer_groups([group], request_timeout=10)[group].result()
+            except KafkaException as exc:
+                error = exc.args[0]
+                if error.code() == KafkaError.GROUP_ID_NOT_FOUND:  # a group that never committed
+                    return True
+                if error.retriable() or error.code() in COORDINATOR_MOVING:
+                    return False
                 raise
+            return True
+        wait_until(deleted, timeout_s, f"the deletion of group {group}", step_s=0.5)
 
     def seed(self, topic: str, records: Iterable[Rec], partition: Optional[int] = None,
              **producer_overrides) -> int:
@@ -334,8 +348,7 @@ class Cluster:
                     tps = consumer.committed([KafkaTopicPartition(topic, p) for p in range(n)], timeout=10)
                     return {tp.partition: tp.offset for tp in tps if tp.offset >= 0}
                 except KafkaException as exc:
-                    if not exc.args[0].retriable() and exc.args[0].code() not in (
-                            KafkaError.NOT_COORDINATOR, KafkaError.COORDINATOR_LOAD_IN_PROGRESS):
+                    if not exc.args[0].retriable() and exc.args[0].code() not in COORDINATOR_MOVING:
                         raise
                     time.sleep(0.25)
             raise AssertionError(f"the committed offsets of {group} could not be read")
