@@ -345,30 +345,50 @@ class KafkaCluster:
 
     def stop_node(self, node_id: int, hard: bool = False) -> None:
         """SIGTERM (a controlled shutdown: leaders move away first) or, ``hard``, SIGKILL."""
-        node = self.nodes[node_id]
-        if not node.running:
-            return
-        if hard:
-            node.kill()
-            return
-        node.process.terminate()
-        try:
-            node.process.wait(STOP_TIMEOUT_S)
-        except subprocess.TimeoutExpired:
-            log.warning("Apache Kafka %s node %d did not stop within %.0f s: killed", self.name, node_id,
-                        STOP_TIMEOUT_S)
-            node.kill()
+        self.stop_nodes(node_id, hard=hard)
+
+    def stop_nodes(self, *node_ids: int, hard: bool = False, wait: bool = True) -> None:
+        """Signal each node at once; ``wait``: until each has exited (``wait_stopped``)."""
+        for node_id in node_ids:
+            node = self.nodes[node_id]
+            if not node.running:
+                continue
+            if hard:
+                node.kill()
+            else:
+                node.process.terminate()
+        if wait:
+            self.wait_stopped(*node_ids)
+
+    def wait_stopped(self, *node_ids: int) -> None:
+        """Wait for each node's exit; one that outlives STOP_TIMEOUT_S is killed."""
+        for node_id in node_ids:
+            node = self.nodes[node_id]
+            if node.process is None:
+                continue
+            try:
+                node.process.wait(STOP_TIMEOUT_S)
+            except subprocess.TimeoutExpired:
+                log.warning("Apache Kafka %s node %d did not stop within %.0f s: killed", self.name, node_id,
+                            STOP_TIMEOUT_S)
+                node.kill()
 
     def start_node(self, node_id: int) -> None:
         self.start_nodes(node_id)
 
-    def start_nodes(self, *node_ids: int) -> None:
-        """Start stopped nodes side by side (two are needed at once to win back a lost quorum) and
-        wait until each answers and is registered again."""
-        nodes = [self.nodes[node_id] for node_id in node_ids]
-        for node in nodes:
+    def start_nodes(self, *node_ids: int, wait: bool = True) -> None:
+        """Start stopped nodes side by side (two are needed at once to win back a lost quorum);
+        ``wait``: until each answers and is registered again (``wait_back``). Call it from the
+        thread that lives as long as the nodes (``die_with_parent`` is per thread)."""
+        for node_id in node_ids:
+            node = self.nodes[node_id]
             if not node.running:
                 self._spawn_node(node)
+        if wait:
+            self.wait_back(*node_ids)
+
+    def wait_back(self, *node_ids: int) -> None:
+        nodes = [self.nodes[node_id] for node_id in node_ids]
         started = time.monotonic()
         if not self._wait_ready(nodes, RESTART_TIMEOUT_S):
             raise RuntimeError(f"Apache Kafka {self.name} nodes {list(node_ids)} did not come back within "
@@ -516,6 +536,9 @@ class KafkaCluster:
             "background.threads": 2,
             "log.cleaner.dedupe.buffer.size": 2097152,
             "num.partitions": 1,
+            # An idle controller appends a no-op record every 500 ms by default (KIP-835); each one
+            # wakes every node, which halves the idle CPU of a test cluster when done every 5 s.
+            "metadata.max.idle.interval.ms": 5000,
         }
         if len(self.nodes) > 1:
             props.update(self._replication_properties(replicas, min_isr))

@@ -4,10 +4,10 @@ Three mirrors copy one source topic (6 partitions, replication factor 3) side by
 two streams, its own group and its own target topic (``rec.<topic>``, ``raw.<topic>`` and
 ``eos.<topic>`` by MirrorMaker 2's default replication policy), while an
 idempotent acks=all producer writes keyed records at about 1000 a second. The clusters then go
-through what real ones do: a rolling restart of each, the target's and the source's busiest leader
-SIGKILLed, the nodes of the source groups' coordinator and of the target's transaction coordinator
-SIGKILLed (the names are chosen so that one node holds them all), and two of the three target nodes
-away for 30 s (below ``min.insync.replicas``, and no controller quorum).
+through what real ones do, both at once where each has its own failure: a rolling restart of each,
+each one's busiest leader SIGKILLed, the nodes of the source groups' coordinator and of the target's
+transaction coordinator SIGKILLed (the names are chosen so that one node holds each), and two of the
+three target nodes away for 30 s (below ``min.insync.replicas``, and no controller quorum).
 
 The run is one module fixture (one cluster start, one scenario for the three modes); each mode's
 tests read what happened to it. On your own clusters the mirrors run the same way for a while,
@@ -55,8 +55,9 @@ START_WITHIN_S = 120
 #: How long the mirrors run on your own clusters, where nothing fails.
 STEADY_RUN_S = 30
 DUPLICATES_AT_MOST = 0.05
-#: The log says what happened in a few lines: a bound on WARN and ERROR lines per step.
-WARN_ERROR_LINES_PER_STEP = 20
+#: The log says what happened in a few lines: a bound on WARN and ERROR lines per cluster that
+#: fails in a step.
+WARN_ERROR_LINES_PER_FAILURE = 20
 #: A SIGKILLed coordinator's groups have none until the controller fences its node (6 s on these
 #: clusters) and another loads the group, which should not cost a group its members: the longest
 #: session the harness's max.poll.interval.ms allows (10 s, kept short so that a stream that stops
@@ -147,6 +148,8 @@ class Step:
     and once the mirrors had caught up after it (or had been waited for long enough)."""
 
     name: str
+    #: How many clusters fail in it (each may log its own WARN and ERROR lines).
+    failures: int = 1
     detail: str = ""
     seconds: float = 0.0
     marks: Dict[str, Tuple[int, int]] = field(default_factory=dict)
@@ -272,29 +275,32 @@ class BrokerFailures:
         return self
 
     def _fail_brokers(self) -> None:
+        """The failures, on both clusters at once where each has its own: a mirror meets each
+        kind of failure on both sides at the same moment, and the scenario takes half as long."""
         source, target = self.source.broker, self.target.broker
         target_topics = [mirror.target_topic for mirror in self.mirrors.values()]
-        self._step("a rolling restart of the source", lambda: self._rolling_restart(source))
-        self._step("a rolling restart of the target", lambda: self._rolling_restart(target))
-        self._step("the target's busiest leader SIGKILLed for 5 s",
-                   lambda: self._bounce(target, target.busiest_leader(*target_topics)))
-        self._step("the source's busiest leader SIGKILLed for 5 s",
-                   lambda: self._bounce(source, source.busiest_leader(self.topic)))
+        self._step("a rolling restart of both clusters", lambda: self._rolling_restart(source, target), failures=2)
+        self._step("both clusters' busiest leaders SIGKILLed for 5 s", lambda: self._bounce({
+            source: [source.busiest_leader(self.topic)], target: [target.busiest_leader(*target_topics)]}),
+            failures=2)
         grouped = [mirror.group for mirror in self.mirrors.values() if not mirror.mode.exactly_once]
-        self._step("the source groups' coordinator SIGKILLed for 5 s",
-                   lambda: self._bounce(source, *{source.group_coordinator(group) for group in grouped}))
         transactional = [transactional_id for mirror in self.mirrors.values() if mirror.mode.exactly_once
                          for transactional_id in transactional_ids(mirror.group)]
-        self._step("the target's transaction coordinator SIGKILLed for 5 s",
-                   lambda: self._bounce(target, *{target.transaction_coordinator(id_) for id_ in transactional}))
+        self._step("the source groups' and the target's transaction coordinators SIGKILLed for 5 s",
+                   lambda: self._bounce({
+                       source: sorted({source.group_coordinator(group) for group in grouped}),
+                       target: sorted({target.transaction_coordinator(id_) for id_ in transactional})}),
+                   failures=2)
         self._step(MAJORITY_OUTAGE, lambda: self._majority_outage(target, target_topics))
 
-    def _step(self, name: str, fail: Callable[[], str], within_s: float = RESUME_WITHIN_S) -> None:
+    def _step(self, name: str, fail: Callable[[], str], within_s: float = RESUME_WITHIN_S,
+              failures: int = 1) -> None:
         """Do ``fail`` (it returns when the nodes are back), then wait until the clusters are in
-        sync and every running mirror has committed what the source held at the nodes' return."""
+        sync and every running mirror has committed what the source held at the nodes' return.
+        ``failures``: how many clusters fail in it (its bound on WARN and ERROR lines)."""
         log.info("broker failures: %s", name)
         self._current = name
-        step = Step(name)
+        step = Step(name, failures=failures)
         started = time.monotonic()
         starts = {mode: mirror.log_position() for mode, mirror in self.mirrors.items()}
         step.detail = fail()
@@ -335,25 +341,41 @@ class BrokerFailures:
 
     # -- the failures (each returns when the nodes are back; its detail for the report) --
 
-    def _rolling_restart(self, cluster) -> str:
-        for index, node in enumerate(cluster.nodes):
+    def _rolling_restart(self, *clusters) -> str:
+        """Each cluster's nodes in turn (SIGTERM, then started again), the n-th of each at once;
+        the next only once every cluster is in sync again."""
+        for index, nodes in enumerate(zip(*(cluster.nodes for cluster in clusters))):
             if index:
-                cluster.wait_in_sync()
-            cluster.stop_node(node)
-            self._check_mirrors()
-            cluster.start_node(node)
-        return f"nodes {', '.join(map(str, cluster.nodes))} in turn (SIGTERM)"
+                for cluster in clusters:
+                    cluster.wait_in_sync()
+            self._restart(dict(zip(clusters, ([node] for node in nodes))), hard=False)
+        return "; ".join(f"{cluster.name}: nodes {', '.join(map(str, cluster.nodes))} in turn (SIGTERM)"
+                         for cluster in clusters)
 
-    def _bounce(self, cluster, *nodes: int) -> str:
-        """SIGKILL each node in turn (one, unless leaders moved since the names were chosen), back
-        after DOWN_S."""
-        for index, node in enumerate(sorted(nodes)):
+    def _bounce(self, nodes: Dict[object, List[int]]) -> str:
+        """SIGKILL each cluster's ``nodes`` (one each, unless leaders moved since the names were
+        chosen: then in turn), the clusters' at once, each back after DOWN_S."""
+        for index in range(max(len(ids) for ids in nodes.values())):
+            now = {cluster: ids[index:index + 1] for cluster, ids in nodes.items() if len(ids) > index}
             if index:
-                cluster.wait_in_sync()
-            cluster.stop_node(node, hard=True)
-            hold(DOWN_S, self._check_mirrors)
-            cluster.start_node(node)
-        return f"node {', '.join(map(str, sorted(nodes)))}"
+                for cluster in now:
+                    cluster.wait_in_sync()
+            self._restart(now, hard=True, down_s=DOWN_S)
+        return "; ".join(f"{cluster.name}: node {', '.join(map(str, ids))}" for cluster, ids in nodes.items())
+
+    def _restart(self, nodes: Dict[object, List[int]], hard: bool, down_s: float = 0) -> None:
+        """Stop the nodes (cluster -> node ids) at once, keep them away ``down_s``, start them
+        at once, and return when all of them are back."""
+        for cluster, ids in nodes.items():
+            cluster.stop_nodes(*ids, hard=hard, wait=False)
+        for cluster, ids in nodes.items():
+            cluster.wait_stopped(*ids)
+        hold(down_s, self._check_mirrors)
+        for cluster, ids in nodes.items():
+            cluster.start_nodes(*ids, wait=False)
+        for cluster, ids in nodes.items():
+            cluster.wait_back(*ids)
+        self._check_mirrors()
 
     def _majority_outage(self, cluster, topics: List[str]) -> str:
         counts = cluster.leader_counts(*topics)
@@ -439,8 +461,9 @@ class BrokerFailures:
         return mirror.warn_error_lines(*step.marks[mirror.mode.name])
 
 
-#: The scenario's longest run: the start, seven steps (each its failure, nodes back within
-#: RESTART_TIMEOUT_S each, and RESUME_WITHIN_S to catch up), the stops and the reads of four topics.
+#: The scenario's longest run: the start, four steps (seven rounds of restarts, each one's nodes
+#: back within RESTART_TIMEOUT_S, and RESUME_WITHIN_S to catch up after each step), the stops and
+#: the reads of four topics.
 SCENARIO_BUDGET_S = 1800
 
 
@@ -515,9 +538,9 @@ def test_mirroring_resumes_after_each_broker_failure(failures, mode):
     if tracebacks:
         problems.append(f"{len(tracebacks)} tracebacks in the log")
     for step in failures.steps:
-        noisy = failures.warn_error_lines(mirror, step)
-        if len(noisy) > WARN_ERROR_LINES_PER_STEP:
-            problems.append(f"{len(noisy)} WARN/ERROR lines in {step.name} (at most {WARN_ERROR_LINES_PER_STEP}), "
+        noisy, bound = failures.warn_error_lines(mirror, step), WARN_ERROR_LINES_PER_FAILURE * step.failures
+        if len(noisy) > bound:
+            problems.append(f"{len(noisy)} WARN/ERROR lines in {step.name} (at most {bound}), "
                             f"e.g.\n" + "\n".join(noisy[:5]))
     if mirror.exited:
         problems.append(f"the mirror exited with {mirror.exited[1]} during {mirror.exited[0]}")

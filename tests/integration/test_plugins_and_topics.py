@@ -150,8 +150,9 @@ def test_a_source_topic_deleted_while_mirroring(tmp_path, source, target, files)
 @pytest.mark.skipif(not on_tansu(), reason="a crash only Tansu's metadata triggers")
 def test_on_tansu_a_deleted_topic_crashes_librdkafka_and_a_restart_loses_nothing(tmp_path, source, target, files):
     """On Tansu, deleting a subscribed topic makes librdkafka 2.16 crash (SIGSEGV, exit -11) right
-    after 'Topic (null) not found in cache', with or without the mirror's code. What systemd's
-    Restart=on-failure (or Spark's job restart) then does must lose nothing."""
+    after 'Topic (null) not found in cache', in rd_kafka_metadata_update_op: the crash site of
+    https://github.com/confluentinc/librdkafka/issues/5280. What systemd's Restart=on-failure (or
+    Spark's job restart) then does must lose nothing."""
     prefix = unique("del")
     doomed, kept = f"{prefix}-a", f"{prefix}-b"
     for name in (doomed, kept):
