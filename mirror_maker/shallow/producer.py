@@ -142,6 +142,10 @@ class RawProducer:
         self.queued_bytes = 0
         #: Batches not acknowledged yet (``pending``, kept as a count: read at every hand-over).
         self.queued_batches = 0
+        #: When a wait for acknowledgements is worth a line: kept from flush to flush until the
+        #: target acknowledges again, so that flushes each shorter than its first line (a revoke's,
+        #: the record path's) still say that the target has been away for long.
+        self._wait_log: Optional[waiting.WaitLog] = None
 
     # -- set-up ------------------------------------------------------------------------
 
@@ -351,6 +355,7 @@ class RawProducer:
     def _acknowledged(self, key, now_ms: float) -> None:
         log_ = self._logs[key]
         log_.careful = False
+        self._wait_log = None
         while log_.entries and log_.entries[0].acked:
             entry = log_.entries.popleft()
             self.acked_records += entry.batch.record_count
@@ -429,7 +434,6 @@ class RawProducer:
             keys = self._logs if partitions is None else partitions
             return any(self._logs.get(key) and self._logs[key].entries for key in keys)
 
-        wait_log = waiting.WaitLog()
         while unacknowledged():
             if self._state.failed:
                 return False
@@ -439,7 +443,9 @@ class RawProducer:
                 log.warning("%d batches not acknowledged by the target before the deadline; their offsets "
                             "are not committed", self.pending())
                 return False
-            if wait_log.due():
+            if self._wait_log is None:
+                self._wait_log = waiting.WaitLog()
+            if self._wait_log.due():
                 log.warning("waiting for the target to acknowledge %d batches (%d bytes); offsets are committed "
                             "only after it does", self.pending(), self.queued_bytes)
             self.pump()

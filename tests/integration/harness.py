@@ -276,12 +276,13 @@ class Cluster:
             consumer.close()
         raise AssertionError(f"read {len(out)} records of {topic}, expected {expected}")
 
-    def read_values(self, topic: str, expected: Iterable[bytes], timeout_s: float = 120.0) -> List:
+    def read_values(self, topic: str, expected: Iterable[bytes], timeout_s: float = 120.0,
+                    evidence: Optional[Callable[[], str]] = None) -> List:
         """Read ``topic`` from the start until every expected value is there (duplicates allowed).
 
         Counting rows is not enough after an outage: duplicates can make up the number before
-        the last records arrive.
-        """
+        the last records arrive. A failure tells a hole from a slow mirror: how far each
+        partition was read against its end, and ``evidence()`` (the mirror's log)."""
         missing = set(expected)
         n = wait_until(lambda: self.partitions(topic), timeout_s, f"topic {topic} to exist")
         consumer = self.consumer(group=unique("read-values"))
@@ -297,7 +298,13 @@ class Cluster:
                                      Rec(msg.key(), msg.value(), tuple(msg.headers() or ()), msg.timestamp()[1])))
         finally:
             consumer.close()
-        assert not missing, f"{len(missing)} values never reached {topic}, e.g. {sorted(missing)[:5]}"
+        if missing:
+            read_to = {}
+            for partition, offset, _rec in rows:
+                read_to[partition] = max(read_to.get(partition, -1), offset + 1)
+            shown = f"; evidence:\n{evidence()}" if evidence is not None else ""
+            raise AssertionError(f"{len(missing)} values never reached {topic}, e.g. {sorted(missing)[:5]}; "
+                                 f"read to {dict(sorted(read_to.items()))} of {self.end_offsets(topic)}{shown}")
         return rows
 
     def end_offsets(self, topic: str, isolation: str = "read_committed") -> Dict[int, int]:

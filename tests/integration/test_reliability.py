@@ -136,7 +136,7 @@ def _outage(tmp_path, source, target, report, side, mode=RECORDS):
                 assert "STALLED" in mirror.log(), "a mirror stuck behind its target says so"
             if side == "target" and mode is RAW:
                 problem = raw_queue_problem(mirror.log())
-                assert problem is None, problem
+                assert problem is None, f"{problem}: {mirror.log_tail(6000)}"
             proxy.restore()
         finally:
             acked = stream.stop()

@@ -43,7 +43,8 @@ def test_standalone_cluster_mirrors_with_a_shipped_handler(tmp_path, source, tar
                           "--message.handler", "acme_tagging.Tagged", "--message.handler.args", "S:",
                           env=env, cwd=app)
     try:
-        rows = target.read_values(topic, [b"S:" + r.value for r in seeded], timeout_s=START_S)
+        rows = target.read_values(topic, [b"S:" + r.value for r in seeded], timeout_s=START_S,
+                                  evidence=lambda: mirror.log_tail(8000))
         wait_until(lambda: sum(source.committed(files.group, topic).values()) == 1000, 30,
                    "offsets committed for every mirrored record")
     finally:

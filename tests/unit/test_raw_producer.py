@@ -318,3 +318,39 @@ def test_a_batch_counts_the_part_of_its_fetch_answer_it_keeps_until_acknowledged
     raw.pump()
     target.answer(1)
     assert raw.acked_records == 5 and raw.queued_bytes == 0
+
+
+def test_flushes_each_shorter_than_the_first_wait_line_still_say_the_target_is_away(monkeypatch, caplog):
+    """Repeated short flushes (a revoke's, the record path's) add up: the line comes once the
+    target has acknowledged nothing for FIRST_LOG_S, whichever flush waits then; an answer
+    starts the count again."""
+    import functools
+    import time
+    import types
+
+    from mirror_maker.clients import waiting
+    from mirror_maker.shallow import producer as producer_module
+
+    now = [1000.0]
+
+    class TickingNetwork:  # each poll takes its whole timeout (at least 1 ms): the target answers nothing
+        def poll(self, timeout_ms=None, future=None) -> None:
+            now[0] += max(timeout_ms or 0, 1) / 1000
+
+    monkeypatch.setattr(producer_module, "time", types.SimpleNamespace(monotonic=lambda: now[0], time=time.time))
+    monkeypatch.setattr(waiting, "WaitLog", functools.partial(waiting.WaitLog, clock=lambda: now[0]))
+    state, target = RunState(), ScriptedTarget()
+    raw = RawProducer([target], TickingNetwork(), state, True, MirrorMetrics())
+    raw.producer_id, raw.producer_epoch = 7, 0
+    queue(raw, 3)
+    raw.pump()
+    for _ in range(3):
+        assert raw.flush(now[0] + 4) is False
+    assert "waiting for the target to acknowledge 1 batches" in caplog.text
+    target.answer(0)
+    assert raw.pending() == 0
+    caplog.clear()
+    queue(raw, 2)
+    raw.pump()
+    assert raw.flush(now[0] + 4) is False and raw.flush(now[0] + 4) is False
+    assert "waiting for the target" not in caplog.text  # 8 s since the last answer
