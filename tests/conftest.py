@@ -32,6 +32,7 @@ SCHEDULE = (
     "tests/integration/test_broker_failures.py",  # about 300 s
     "tests/integration/test_reliability.py",  # 210 s
     "tests/integration/test_dedicated_mode.py",  # 150 s
+    "tests/integration/test_exact_failover.py",  # 140 s
     "tests/integration/test_spark.py",  # 110 s
     "tests/integration/test_mode_matrix.py",  # 90 s
     "tests/integration/test_spark_failures.py",  # 80 s

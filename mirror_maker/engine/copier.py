@@ -38,6 +38,22 @@ _PARTITION_OF = confluent_kafka.Message.partition
 Run = tuple
 
 
+def _contiguous_runs(topic: str, partition: int, sent: List) -> List[Run]:
+    """``sent`` (one partition's records, each written once) as runs without gaps in their
+    source offsets, so that an offset sync can place every record of each (a compacted or
+    transactional source leaves gaps); one comparison when there is none."""
+    # len(message) is its value's length (0 for none).
+    if sent[-1].offset() - sent[0].offset() + 1 == len(sent):
+        return [(topic, partition, sent[0], sent[-1], len(sent), sum(map(len, sent)), len(sent))]
+    runs, start = [], 0
+    for at in range(1, len(sent) + 1):
+        if at == len(sent) or sent[at].offset() != sent[at - 1].offset() + 1:
+            piece = sent[start:at]
+            runs.append((topic, partition, piece[0], piece[-1], len(piece), sum(map(len, piece)), len(piece)))
+            start = at
+    return runs
+
+
 def _index(run: List, msg) -> int:
     """Where ``msg`` is in ``run``, by identity: Messages compare equal by their fields, and two
     consumer errors of one partition can be equal."""
@@ -164,15 +180,15 @@ class RecordCopier:
             if errors:
                 sent = [m for m in sent if m.error() is None]
             if sent:
-                # len(message) is its value's length (0 for none).
-                runs.append((topic, partition, sent[0], sent[-1], len(sent), sum(map(len, sent)), len(sent)))
+                runs += _contiguous_runs(topic, partition, sent)
         return refused
 
     def _copy_each(self, messages: List, runs: List[Run], route, tracker: Optional[Tracker]) -> None:
         """Any other case, one record at a time: a user's handler, producer.type=sync, raw mode's
         record path (``route``) or tracked records; every send guarded as in the inline copy.
 
-        A run ends where records start or stop being written (filtered, refused, dropped), and
+        A run ends at a gap in the source offsets (``_contiguous_runs``), where records start or
+        stop being written (filtered, refused, dropped), and
         where a handler starts or stops sending more than one record for each: offset syncs pair
         a run's first and last source offsets with target offsets, and a record the target does
         not hold must never be one of them, or a group translated past it would skip the record
@@ -200,7 +216,8 @@ class RecordCopier:
                 produced += sent
                 if state.failure is not None:
                     break  # nothing is committed past a failure; this record is not counted
-                if run is None or (run[0], run[1]) != (topic, partition) or min(run[7], 2) != min(sent, 2):
+                if run is None or (run[0], run[1]) != (topic, partition) or min(run[7], 2) != min(sent, 2) \
+                        or offset != run[3].offset() + 1:
                     if run is not None:
                         runs.append(tuple(run[:7]))
                     run = [topic, partition, msg, msg, 0, 0, 0, sent]

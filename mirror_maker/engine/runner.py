@@ -161,9 +161,15 @@ class MirrorMaker:
             self._syncs_topic = OffsetSyncsTopic(name, cluster, source_admin if on_source else target_admin,
                                                  options.internal_replication_factor("offset-syncs"), self.metrics)
             for thread in self.threads:
-                thread.offset_syncs = OffsetSyncWriter(self._syncs_topic, target_admin, rules.remote,
-                                                       options.offset_lag_max, self.state,
-                                                       transactional=config.exactly_once)
+                thread.offset_syncs = OffsetSyncWriter(
+                    self._syncs_topic, target_admin, rules.remote, options.offset_lag_max, self.state,
+                    transactional=config.exactly_once,
+                    checkpoints_interval_s=options.emit_checkpoints_interval_s if options.emit_checkpoints else None)
+            interval_ms = self.threads[0].offset_syncs.interval_ms if self.threads else float("inf")
+            if interval_ms < config.offset_commit_interval_ms:
+                log.info("Offsets are committed every %.0f ms (emit.checkpoints.interval.seconds), not every "
+                         "%d ms (offset.commit.interval.ms): offset syncs follow the records", interval_ms,
+                         config.offset_commit_interval_ms)
             if options.emit_checkpoints and self._topic_sync is not None:
                 store = OffsetSyncStore(cluster, name)
         if self._topic_sync is not None:

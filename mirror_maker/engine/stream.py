@@ -113,10 +113,11 @@ class Stream(threading.Thread):
 
     def attach(self, parts) -> None:
         """The stream's parts, and its checkpoint over their sink and committer."""
-        committer = parts.committer
+        committer, interval_ms = parts.committer, self._config.offset_commit_interval_ms
         if self.offset_syncs is not None:
             committer = SyncingCommitter(committer, self.offset_syncs)
-        self._checkpoint = Checkpoint(parts.sink, committer, self._state, self._config.offset_commit_interval_ms,
+            interval_ms = min(interval_ms, self.offset_syncs.interval_ms)
+        self._checkpoint = Checkpoint(parts.sink, committer, self._state, interval_ms,
                                       metrics=self._metrics, owned=self.assigned.__contains__)
         self.parts = parts
 

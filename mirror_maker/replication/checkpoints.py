@@ -9,9 +9,16 @@ as jobs of the process's background thread (``topic_sync``):
   while a group has no active member there, and never backwards;
 * heartbeats: (source alias, target alias, time) to the target's ``heartbeats`` topic.
 
-The translation is MirrorMaker 2's (``OffsetSyncStore.translateDownstream``): a group offset equal
-to a sync's source offset maps to its target offset; one past it maps to the target offset + 1
-(never ahead of what is mirrored); one older than every known sync is not translated.
+The translation is exact where the syncs allow it, and MirrorMaker 2's
+(``OffsetSyncStore.translateDownstream``) elsewhere: a group offset equal to a sync's source offset
+maps to its target offset; one between two syncs whose source and target spans are equal (a
+contiguous stretch: our writer syncs both sides of every gap, ``offset_syncs``) maps to the same
+distance past the first; one past the newest sync maps to its target offset + 1 (never ahead of
+what is mirrored); any other one to the earlier sync's target offset + 1, but never past the later
+sync's (it reads some records again, it skips none); one older than every known sync is not
+translated. A checkpoint never goes back unless the group itself went back on the source
+(MirrorMaker 2's ``checkpointIsMoreRecent``), and those written before a restart are read at
+start.
 """
 
 from __future__ import annotations
@@ -19,11 +26,12 @@ from __future__ import annotations
 import bisect
 import logging
 import time
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, List, Optional, Set, Tuple
 
 import confluent_kafka
 from confluent_kafka import ConsumerGroupState, ConsumerGroupTopicPartitions, KafkaException
 from confluent_kafka import TopicPartition as KafkaTopicPartition
+from confluent_kafka.admin import OffsetSpec
 
 from ..callbacks import client_callback
 from ..clients.admin import REQUEST_TIMEOUT_S
@@ -32,6 +40,7 @@ from ..ops.log import librdkafka_logger
 from ..records import TopicPartition
 from .formats import Checkpoint, Heartbeat, decode_offset_sync, encode_checkpoint, encode_heartbeat
 from .offset_syncs import ensure_topic
+from .translate import read_checkpoints
 
 log = logging.getLogger("mirror_maker.replication")
 
@@ -49,15 +58,42 @@ class OffsetSyncStore:
                      "logger": librdkafka_logger("mirror-offset-syncs-reader")})
         self._consumer = confluent_kafka.Consumer(conf)
         self._consumer.assign([KafkaTopicPartition(topic, 0, confluent_kafka.OFFSET_BEGINNING)])
-        self._syncs: Dict[TopicPartition, List[Tuple[int, int]]] = {}
+        #: Per source partition: (upstream, downstream, contiguous up to the next sync), by upstream.
+        self._syncs: Dict[TopicPartition, List[Tuple[int, int, bool]]] = {}
+        #: Source partitions whose target partition went back since the checkpoints last looked.
+        self.reset: Set[TopicPartition] = set()
 
     def add(self, tp: TopicPartition, upstream: int, downstream: int) -> None:
         syncs = self._syncs.setdefault(tp, [])
-        if syncs and upstream <= syncs[-1][0]:  # mirrored again from earlier (a restart): start over there
+        if syncs and downstream < syncs[-1][1]:
+            # The target partition went back (recreated, or truncated): nothing before holds. (A
+            # mirror that goes back on the source appends its records after the ones it wrote.)
+            syncs.clear()
+            self.reset.add(tp)
+        rewound = bool(syncs) and upstream <= syncs[-1][0]
+        if rewound:  # mirrored again from earlier (a restart): start over there
             del syncs[bisect.bisect_left(syncs, (upstream, -1)):]
-        syncs.append((upstream, downstream))
+        if syncs:
+            before_up, before_down, _ = syncs[-1]
+            # A stretch across a rewind is never taken for a contiguous one.
+            syncs[-1] = (before_up, before_down, not rewound and upstream - before_up == downstream - before_down)
+        syncs.append((upstream, downstream, False))
         if len(syncs) > SYNCS_KEPT:
-            del syncs[1:len(syncs) - SYNCS_KEPT + 1:2]  # thin the older half: old offsets stay translatable
+            self._thin(syncs)
+
+    @staticmethod
+    def _thin(syncs: List[Tuple[int, int, bool]]) -> None:
+        """Drop every other sync of the older half (old offsets stay translatable): the stretch
+        that takes a dropped sync's place is contiguous only if both of its parts were."""
+        half = len(syncs) // 2
+        kept = syncs[:1]
+        for at in range(1, half):
+            if at % 2:
+                upstream, downstream, contiguous = kept[-1]
+                kept[-1] = (upstream, downstream, contiguous and syncs[at][2])
+            else:
+                kept.append(syncs[at])
+        syncs[:half] = kept
 
     def update(self, timeout_s: float = 10.0) -> None:
         """Read what was written since the last update (to the topic's end, bounded)."""
@@ -86,11 +122,26 @@ class OffsetSyncStore:
         at = bisect.bisect_right(syncs, (offset, float("inf"))) - 1
         if at < 0:
             return None  # older than every known sync
-        upstream, downstream = syncs[at]
-        return downstream if upstream == offset else downstream + 1
+        upstream, downstream, contiguous = syncs[at]
+        if upstream == offset:
+            return downstream
+        if at + 1 == len(syncs):
+            return downstream + 1  # past the newest sync: never ahead of what is mirrored
+        if contiguous:
+            return downstream + offset - upstream
+        return min(downstream + 1, syncs[at + 1][1])
 
     def close(self) -> None:
         self._consumer.close()
+
+
+def more_recent(checkpoint: Checkpoint, last: Optional[Checkpoint]) -> bool:
+    """Whether ``checkpoint`` replaces ``last`` of its group and partition (MirrorMaker 2's
+    ``checkpointIsMoreRecent``): the first one; after the group went back on the source; or
+    further on the target. Never backwards on the target otherwise."""
+    if last is None or checkpoint.upstream_offset < last.upstream_offset:
+        return True
+    return checkpoint.downstream_offset > last.downstream_offset
 
 
 class ConsumerFailover:
@@ -109,6 +160,10 @@ class ConsumerFailover:
         conf = dict(producer_conf)  # the target's connection settings
         conf.update({"client.id": "mirror-checkpoints", "logger": librdkafka_logger("mirror-checkpoints")})
         self._producer = confluent_kafka.Producer(conf)
+        self._target_conf = dict(producer_conf)
+        self._loaded = False
+        #: The checkpoints found on the target at start: none written goes back behind them.
+        self._floor: Dict[Tuple[str, str, int], Checkpoint] = {}
         self.checkpoints_topic = rules.policy.checkpoints_topic(rules.source_alias)
         self.heartbeats_topic = rules.policy.heartbeats_topic()
         self._created = set()
@@ -141,7 +196,15 @@ class ConsumerFailover:
     def emit_checkpoints(self) -> int:
         """Checkpoints: source groups' offsets translated to the target's, written when they moved."""
         self._ensure(self.checkpoints_topic)  # at once, as MirrorMaker 2 creates it at its start
+        if not self._loaded and not self._load_checkpoints():
+            return 0  # no checkpoint before those written earlier are known: none goes back
         self._store.update()
+        for tp in self._store.reset:  # a target partition that went back: its old checkpoints hold nothing
+            remote = (self._rules.remote(tp.topic), tp.partition)
+            for key in [k for k in {**self._floor, **self.latest} if k[1:] == remote]:
+                self._floor.pop(key, None)
+                self.latest.pop(key, None)
+        self._store.reset.clear()
         mirrored = set(self._store.partitions())
         if not mirrored:
             return 0
@@ -167,7 +230,7 @@ class ConsumerFailover:
                 checkpoint = Checkpoint(group, self._rules.remote(tp.topic), tp.partition, tp.offset, downstream,
                                         tp.metadata or "")
                 key = (group, checkpoint.topic, checkpoint.partition)
-                if self.latest.get(key) == checkpoint:
+                if not more_recent(checkpoint, self.latest.get(key, self._floor.get(key))):
                     continue
                 record_key, value = encode_checkpoint(checkpoint)
                 self._producer.produce(self.checkpoints_topic, value, record_key, 0,
@@ -178,6 +241,41 @@ class ConsumerFailover:
             self._producer.flush(REQUEST_TIMEOUT_S)
             log.info("Wrote %d checkpoints to %s", written, self.checkpoints_topic)
         return written
+
+    def _load_checkpoints(self) -> bool:
+        """The checkpoints written before this start (by us or by MirrorMaker 2), as a floor: a
+        restart never publishes an older position than they hold. Only those the target partition
+        can hold count (one recreated since holds less); they are never synced to a group, only
+        what this run translated is. False when they cannot be read (tried again next time)."""
+        try:
+            loaded = read_checkpoints(self._target_conf, self.checkpoints_topic, REQUEST_TIMEOUT_S,
+                                      "mirror-checkpoints-reader") or {}
+            ends = self._target_ends({(c.topic, c.partition) for c in loaded.values()})
+        except (KafkaException, TimeoutError) as exc:
+            log.warning("Cannot read the checkpoints written before this start (%s): none is written until "
+                        "they are read", exc)
+            return False
+        self._floor = {key: c for key, c in loaded.items()
+                       if c.downstream_offset <= ends.get((c.topic, c.partition), -1)}
+        self._loaded = True
+        if loaded:
+            log.info("Read %d checkpoints written before this start from %s (%d beyond their target partition's "
+                     "end left out)", len(loaded), self.checkpoints_topic, len(loaded) - len(self._floor))
+        return True
+
+    def _target_ends(self, partitions) -> Dict[Tuple[str, int], int]:
+        """The target partitions' high watermarks (a partition missing there is left out)."""
+        if not partitions:
+            return {}
+        request = {KafkaTopicPartition(t, p): OffsetSpec.latest() for t, p in partitions}
+        ends = {}
+        for tp, future in self._target.list_offsets(request, request_timeout=REQUEST_TIMEOUT_S).items():
+            try:
+                ends[(tp.topic, tp.partition)] = future.result().offset
+            except KafkaException as exc:
+                if exc.args[0].code() != confluent_kafka.KafkaError.UNKNOWN_TOPIC_OR_PART:
+                    raise
+        return ends
 
     def _checkpoint_delivered(self, group: str, topic: str, partition: int):
         """MirrorMaker 2's checkpoint-latency-ms: from the checkpoint's creation to the target's

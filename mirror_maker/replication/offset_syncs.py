@@ -8,12 +8,17 @@ partition, so its records land there contiguously. The thread already notes each
 (first and last source offset, count) once per batch; after a flush, when every record before it
 is acknowledged, one ListOffsets on the target gives the partition's end, and the target offset of
 every run's first and last record follows by counting back. Inside a run without gaps (no
-compaction, transaction markers or filtered records) every record's target offset is known, so a
-sync can be placed exactly where MirrorMaker 2 would place one: at the first record of the run
-after a gap, whenever the target offset moved ``offset.lag.max`` past the last sync, and for the
-newest record at each commit. If the end does not match the count (another writer, or records
-dropped with ``--abort.on.send.failure false``), no sync is written for that stretch: a wrong sync
-would translate a group past records it has not read.
+compaction, transaction markers or filtered records) every record's target offset is known.
+Syncs are placed where MirrorMaker 2 places them (the first record, one whenever the target
+offset moved ``offset.lag.max`` past the last sync, the newest record each time) and on both
+sides of every discontinuity: the last record before a gap and the first after it, a run whose
+records are not one target record each (a handler filtered some or sent some twice) at its first
+and last record, both with its first target offset. So two consecutive syncs with equal source
+and target spans hold a contiguous stretch between them, which ``checkpoints.OffsetSyncStore``
+interpolates exactly; any other pair brackets a gap or such a run, where it stays conservative.
+If the end does not match the count (another writer, or records dropped with
+``--abort.on.send.failure false``), no sync is written for that stretch: a wrong sync would
+translate a group past records it has not read.
 
 Exactly-once: each committed transaction leaves one commit marker after its records in every
 partition it wrote, so the end is read once the markers are written (the last stable offset
@@ -35,6 +40,7 @@ from confluent_kafka import IsolationLevel, KafkaException
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 from confluent_kafka.admin import NewTopic, OffsetSpec
 
+from ..callbacks import client_callback
 from ..clients.admin import REQUEST_TIMEOUT_S
 from ..ops.log import librdkafka_logger
 from ..records import TopicPartition
@@ -51,7 +57,12 @@ ASSIGN_RETRY_MAX_S = 0.2
 #: How long a transactional mirror waits for the markers of its last transaction to be written
 #: (the coordinator writes them after the commit returns) before it skips a stretch's syncs.
 MARKERS_WAIT_S = 5.0
-
+#: With checkpoints on, a stream commits (flush, then syncs) at least this often, or as often as
+#: checkpoints are written if that is rarer, whatever --offset.commit.interval.ms says: syncs
+#: follow the records (MirrorMaker 2 writes one as its record is acknowledged), so that a
+#: checkpoint is not held back by the commit interval (60 s in the dedicated mode). An
+#: exactly-once mirror's records are acknowledged by its transaction's commit: the same holds.
+MIN_SYNC_INTERVAL_MS = 1000
 
 class PartitionSyncs:
     """One source partition's runs since the last flush, and where its syncs stand."""
@@ -61,16 +72,51 @@ class PartitionSyncs:
         self.base = base
         #: (first source offset, last, target records, exact: one target record each)
         self.runs: List[Tuple[int, int, int, bool]] = []
+        #: The last planned record's source offset and the sync that closes a gap after it.
         self.previous_upstream: Optional[int] = None
-        self.last_synced_downstream: Optional[int] = None
+        self._closing: Optional[Tuple[int, int]] = None
+        #: The next record starts a stretch of its own (after a run with gaps or not one target
+        #: record per record, or after a transaction's commit marker).
+        self._discontinuous = False
+        self.last_synced: Optional[Tuple[int, int]] = None
+        #: The last sync planned, kept across a stretch without syncs (``_restart``), and whether
+        #: one came since it: the next sync then needs a breaker before it (``_emit``).
+        self.written: Optional[Tuple[int, int]] = None
+        self.broken = False
 
     def add(self, first: int, last: int, count: int, exact: bool = True) -> None:
         self.runs.append((first, last, count, exact))
 
     def reanchor(self) -> None:
         """The end could not be read: this stretch gets no syncs; the next flush starts afresh."""
-        self.runs, self.base, self.previous_upstream = [], None, None
-        self.last_synced_downstream = None  # the next stretch's first record gets a sync of its own
+        self.runs, self.base = [], None
+        self._restart()
+
+    def _restart(self) -> None:
+        """A stretch without syncs: the next record gets a sync of its own, nothing before it
+        closes a gap, and a breaker goes first."""
+        self.previous_upstream, self._closing, self.last_synced = None, None, None
+        self.broken = True
+
+    def lost(self, delivered: Optional[Tuple[int, int]]) -> None:
+        """A sync of this partition was not written: the reader's last one is ``delivered``."""
+        self.written, self.broken = delivered, True
+
+    def _emit(self, syncs: List[Tuple[int, int]], upstream: int, downstream: int) -> None:
+        """One sync. After a stretch that got none, the two syncs around it could have equal
+        spans by chance (say 5 offsets compacted away before it and 5 records of another writer
+        in it), which the reader takes for a contiguous stretch: a breaker (the offset before
+        this one, at the target offset after the last sync written) makes their spans unequal,
+        and itself translates conservatively (everything after that sync landed after it)."""
+        if self.last_synced == (upstream, downstream):
+            return
+        if self.broken and self.written is not None:
+            before_up, before_down = self.written
+            if upstream - 1 > before_up and downstream > before_down + 1:
+                syncs.append((upstream - 1, before_down + 1))
+        self.broken = False
+        syncs.append((upstream, downstream))
+        self.last_synced = self.written = (upstream, downstream)
 
     def plan(self, end: int, lag_max: int, marker: bool = False) -> Optional[List[Tuple[int, int]]]:
         """The syncs (upstream, downstream) of the runs, given the target partition's end once
@@ -82,34 +128,45 @@ class PartitionSyncs:
             return []
         if self.base + count + (1 if marker and count else 0) != end:
             runs, self.runs, self.base = self.runs, [], end
-            self.previous_upstream = self.last_synced_downstream = None  # the next record gets a sync of its own
+            self._restart()
             return None if runs else []  # records not ours, and no run of ours to sync: nothing to say
         syncs: List[Tuple[int, int]] = []
 
         def emit(upstream: int, downstream: int) -> None:
-            syncs.append((upstream, downstream))
-            self.last_synced_downstream = downstream
+            self._emit(syncs, upstream, downstream)
 
         downstream = self.base
         for first, last, records, exact in self.runs:
-            after_gap = self.previous_upstream is not None and first - self.previous_upstream != 1
-            if self.last_synced_downstream is None or after_gap or not exact or \
-                    downstream - (self.last_synced_downstream + 1) >= lag_max:
+            contiguous = exact and last - first + 1 == records
+            breaks = self._discontinuous or not contiguous or (
+                self.previous_upstream is not None and first - self.previous_upstream != 1)
+            if breaks and self._closing is not None:
+                emit(*self._closing)  # the last record before the break: the stretch up to it is contiguous
+            if self.last_synced is None or breaks or downstream - (self.last_synced[1] + 1) >= lag_max:
                 emit(first, downstream)
-            # A run of records sent several times each gets only that sync, at its first target
-            # record: where its later records' target records start is not known.
-            if exact and last - first + 1 == records:  # no gap inside: every record's target offset is known
+            if contiguous:  # every record's target offset is known
                 while True:
-                    due = self.last_synced_downstream + 1 + lag_max
+                    due = self.last_synced[1] + 1 + lag_max
                     if due > downstream + records - 1:
                         break
                     emit(first + (due - downstream), due)
-            elif exact and records > 1:
-                emit(last, downstream + records - 1)  # after the gaps inside: a sync at the run's end
+                self._closing = (last, downstream + records - 1)
+            elif exact:  # gaps inside (compaction, markers): only its ends are known
+                emit(last, downstream + records - 1)
+                self._closing = None
+            else:
+                # Records sent several times, or some filtered: where each one's target records
+                # start is not known, so its last record maps to the run's first target record,
+                # which a translation never passes (it reads some again, it skips none).
+                emit(last, downstream)
+                self._closing = None
+            self._discontinuous = not contiguous
             self.previous_upstream = last
             downstream += records
-        if self.runs and self.runs[-1][3] and (not syncs or syncs[-1] != (self.runs[-1][1], downstream - 1)):
-            emit(self.runs[-1][1], downstream - 1)  # the newest record, as MirrorMaker 2 at each commit
+        if self._closing is not None and self.runs:
+            emit(*self._closing)  # the newest record, as MirrorMaker 2 at each commit
+        if marker and count:
+            self._discontinuous = True  # the commit marker takes the next target offset
         self.runs, self.base = [], end
         return syncs
 
@@ -127,9 +184,15 @@ class OffsetSyncsTopic:
         self._admin = admin
         self._replication_factor = replication_factor
         conf = dict(cluster_conf)
+        # Idempotent: a sync retried must not land after the ones behind it (the reader takes
+        # them in order).
         conf.update({"client.id": "mirror-offset-syncs", "logger": librdkafka_logger("mirror-offset-syncs"),
-                     "linger.ms": 100})
+                     "linger.ms": 100, "enable.idempotence": True})
         self._producer = confluent_kafka.Producer(conf)
+        #: Per source partition, the last sync the topic acknowledged, and the partitions one of
+        #: whose syncs was not written (``take_lost``).
+        self.delivered: Dict[TopicPartition, Tuple[int, int]] = {}
+        self._lost: Dict[TopicPartition, int] = {}
         self._created = False
         #: Asked for at start, answered by the first write: asked only then, the first commit
         #: (often the stop's) would wait for the topic's creation.
@@ -146,16 +209,33 @@ class OffsetSyncsTopic:
             count = 0
             for sync in syncs:
                 key, value = encode_offset_sync(sync)
-                self._produce(key, value)
+                self._produce(key, value, self._reported(sync))
                 count += 1
             self._producer.poll(0)
             if self._metrics is not None:
                 self._metrics.offset_syncs_written(count)
 
-    def _produce(self, key: bytes, value: bytes) -> None:
+    def _reported(self, sync: OffsetSync):
+        tp = TopicPartition(sync.topic, sync.partition)
+
+        @client_callback
+        def delivered(err, _msg) -> None:
+            if err is None:
+                self.delivered[tp] = (sync.upstream_offset, sync.downstream_offset)
+            else:
+                self._lost[tp] = self._lost.get(tp, 0) + 1
+                log.warning("An offset sync of %s-%d was not written (%s): the next one is written so that "
+                            "nothing is translated across the missing one", tp.topic, tp.partition, err.str())
+        return delivered
+
+    def take_lost(self, tps: Iterable[TopicPartition]) -> List[TopicPartition]:
+        """Which of ``tps`` lost a sync since the last call."""
+        return [tp for tp in tps if self._lost.pop(tp, 0)]
+
+    def _produce(self, key: bytes, value: bytes, on_delivery) -> None:
         while True:
             try:
-                self._producer.produce(self.name, value, key, 0)
+                self._producer.produce(self.name, value, key, 0, on_delivery=on_delivery)
                 return
             except BufferError:
                 self._producer.poll(0.1)
@@ -194,9 +274,13 @@ class OffsetSyncWriter:
     """One mirror thread's offset syncs: its partitions' runs, planned after each flush."""
 
     def __init__(self, topic: OffsetSyncsTopic, target_admin, remote, lag_max: int, state,
-                 transactional: bool = False) -> None:
+                 transactional: bool = False, checkpoints_interval_s: Optional[float] = None) -> None:
         """``state``: the run's ``RunState`` (a stop ends the wait for a partition's end);
-        ``transactional``: the records go in transactions (``--exactly.once``)."""
+        ``transactional``: the records go in transactions (``--exactly.once``);
+        ``checkpoints_interval_s``: how often checkpoints are written (None: not at all)."""
+        #: How often the stream commits at least, so that syncs follow the records (MIN_SYNC_INTERVAL_MS).
+        self.interval_ms = (float("inf") if checkpoints_interval_s is None
+                            else max(MIN_SYNC_INTERVAL_MS, checkpoints_interval_s * 1000))
         self._state = state
         self._transactional = transactional
         self._topic = topic
@@ -248,6 +332,8 @@ class OffsetSyncWriter:
 
     def flushed(self, tps: Iterable[TopicPartition]) -> None:
         """Every record of ``tps`` so far is acknowledged: write their syncs."""
+        for tp in self._topic.take_lost(self._partitions):
+            self._partitions[tp].lost(self._topic.delivered.get(tp))
         busy = [tp for tp in tps if tp in self._partitions and self._partitions[tp].runs]
         if not busy:
             return

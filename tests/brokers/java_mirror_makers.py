@@ -10,6 +10,7 @@ parity tests and of the benchmark.
 
 from __future__ import annotations
 
+import os
 import subprocess
 from pathlib import Path
 from typing import Dict, List, Optional
@@ -111,11 +112,30 @@ def mirror_client_check(bootstrap: str, alias: str, group: str) -> List[str]:
     ``offset <topic> <partition> <offset>`` per partition that RemoteClusterUtils.translateOffsets
     gives ``group`` from ``alias``, ``upstream <alias>`` per upstream cluster and
     ``heartbeat <source> <target>`` per pair in the heartbeats topic."""
-    command = [*java_program(MIRROR_CLIENT_CHECK, MIRROR_MAKER_2), bootstrap, alias, group]
+    return [line for line in _run_mirror_client_check(bootstrap, alias, [group]) if not line.startswith("group ")]
+
+
+def mirror_client_offsets(bootstrap: str, alias: str, groups: List[str]) -> Dict[str, Dict[str, int]]:
+    """RemoteClusterUtils.translateOffsets for each of ``groups`` in one JVM:
+    ``{group: {"<topic> <partition>": offset}}``."""
+    out: Dict[str, Dict[str, int]] = {}
+    current: Optional[Dict[str, int]] = None
+    for line in _run_mirror_client_check(bootstrap, alias, groups, heartbeats=False):
+        if line.startswith("group "):
+            current = out.setdefault(line[len("group "):], {})
+        elif line.startswith("offset ") and current is not None:
+            topic, partition, offset = line.split()[1:]
+            current[f"{topic} {partition}"] = int(offset)
+    return out
+
+
+def _run_mirror_client_check(bootstrap: str, alias: str, groups: List[str], heartbeats: bool = True) -> List[str]:
+    command = [*java_program(MIRROR_CLIENT_CHECK, MIRROR_MAKER_2), bootstrap, alias, *groups]
+    env = {**os.environ, "MIRROR_CLIENT_CHECK_HEARTBEATS": "1" if heartbeats else "0"}
     try:
-        done = subprocess.run(command, capture_output=True, text=True, timeout=MIRROR_CLIENT_CHECK_TIMEOUT_S)
+        done = subprocess.run(command, capture_output=True, text=True, timeout=MIRROR_CLIENT_CHECK_TIMEOUT_S, env=env)
     except subprocess.TimeoutExpired as exc:
-        raise AssertionError(f"MirrorClientCheck on {bootstrap} ({alias}, {group}) did not end within "
+        raise AssertionError(f"MirrorClientCheck on {bootstrap} ({alias}, {groups}) did not end within "
                              f"{MIRROR_CLIENT_CHECK_TIMEOUT_S} s; its output:\n{exc.stdout}\n{exc.stderr}") from None
     assert done.returncode == 0, f"MirrorClientCheck on {bootstrap} exited {done.returncode}:\n{done.stderr[-2000:]}"
     return done.stdout.splitlines()

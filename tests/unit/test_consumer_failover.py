@@ -2,6 +2,7 @@
 placed (MirrorMaker 2's rules, from runs of records and the target's end offset), the translation,
 and the options' checks."""
 
+import bisect
 import struct
 
 import pytest
@@ -39,12 +40,14 @@ def test_syncs_every_offset_lag_max_in_a_run_without_gaps_and_the_newest_at_each
     assert syncs.plan(end=1300, lag_max=100) == [(299, 1299)]  # not due yet: only the newest
 
 
-def test_a_gap_gets_a_sync_after_it_and_a_run_with_gaps_inside_one_at_its_end():
+def test_a_gap_gets_a_sync_on_both_sides_and_a_run_with_gaps_inside_one_at_each_end():
     syncs = PartitionSyncs(base=0)
     syncs.add(0, 9, 10)
     syncs.add(20, 29, 10)  # 10..19 were transaction markers or compacted away
-    syncs.add(30, 49, 10)  # gaps inside: only its ends are known
-    assert syncs.plan(end=30, lag_max=100) == [(0, 0), (20, 10), (49, 29)]
+    syncs.add(30, 49, 10)  # gaps inside (raw mode's batch of a compacted topic): only its ends are known
+    syncs.add(50, 54, 5)
+    assert syncs.plan(end=35, lag_max=100) == [(0, 0), (9, 9), (20, 10), (29, 19), (30, 20), (49, 29),
+                                               (50, 30), (54, 34)]
 
 
 def test_no_sync_when_the_target_end_does_not_add_up():
@@ -64,7 +67,7 @@ def test_a_transaction_s_commit_marker_follows_its_records_and_the_next_stretch_
     assert syncs.plan(end=651, lag_max=100, marker=True) == [(0, 500), (101, 601), (149, 649)]  # marker at 650
     assert syncs.plan(end=651, lag_max=100, marker=True) == []  # nothing written to it: no marker either
     syncs.add(150, 159, 10)
-    assert syncs.plan(end=662, lag_max=100, marker=True) == [(159, 660)]
+    assert syncs.plan(end=662, lag_max=100, marker=True) == [(150, 651), (159, 660)]  # after the marker too
     syncs.add(160, 169, 10)
     assert syncs.plan(end=672, lag_max=100, marker=True) is None  # an aborted transaction's offsets too
 
@@ -95,10 +98,13 @@ class _Ends:
 
 class _Topic:
     def __init__(self):
-        self.written = []
+        self.written, self.delivered = [], {}
 
     def write(self, syncs):
         self.written += list(syncs)
+
+    def take_lost(self, tps):
+        return []
 
 
 def test_a_transactional_writer_reads_the_end_once_the_markers_are_written():
@@ -120,20 +126,199 @@ def test_a_transactional_writer_reads_the_end_once_the_markers_are_written():
     writer.record(T0, 20, 24, 5)
     ends.high = 50
     writer.flushed([T0])
-    assert [(s.upstream_offset, s.downstream_offset) for s in topic.written[2:]] == [(20, 44), (24, 48)]
+    # After the stretch without syncs, a breaker: nothing is interpolated across it.
+    assert [(s.upstream_offset, s.downstream_offset) for s in topic.written[2:]] == [(19, 21), (20, 44), (24, 48)]
 
 
-def test_translation_is_mirror_maker_2s():
+def _store(*syncs):
     store = OffsetSyncStore.__new__(OffsetSyncStore)
-    store._syncs = {}
-    for upstream, downstream in ((100, 10), (200, 110), (300, 210)):
+    store._syncs, store.reset = {}, set()
+    for upstream, downstream in syncs:
         store.add(T0, upstream, downstream)
+    return store
+
+
+def test_translation_is_exact_in_a_contiguous_stretch_and_mirror_maker_2s_elsewhere():
+    store = _store((100, 10), (200, 110), (300, 150), (301, 151))
     assert store.translate(T0, 200) == 110  # exactly a sync's offset
-    assert store.translate(T0, 250) == 111  # past it: never ahead of what is mirrored
+    assert store.translate(T0, 150) == 60  # equal spans: a contiguous stretch, interpolated
+    assert store.translate(T0, 250) == 111  # a gap or a run not one-to-one: the conservative rule
+    assert store.translate(T0, 302) == 152  # past the newest sync: never ahead of what is mirrored
     assert store.translate(T0, 99) is None  # older than every sync
     assert store.translate(TopicPartition("other", 0), 5) is None
     store.add(T0, 150, 500)  # mirrored again from 150 (a restart): later syncs are dropped
-    assert store.translate(T0, 250) == 501
+    assert store.translate(T0, 250) == 501 and store.translate(T0, 120) == 11
+    assert _store((0, 10), (5, 10)).translate(T0, 3) == 10  # never past the next sync's target offset
+
+
+class _Mirror:
+    """A source partition (gaps: compaction, markers) mirrored in random runs and flushes, into a
+    target partition modelled offset by offset: ("data", source offset), or a commit marker, an
+    aborted record, another writer's record (none of them a record the group reads)."""
+
+    def __init__(self, rng, transactional, faults):
+        from itertools import accumulate
+
+        self.rng, self.transactional, self.faults = rng, transactional, faults
+        self.offsets = list(accumulate(rng.choice((1, 1, 1, 1, 2, 5)) for _ in range(400)))
+        self.target = [("other", None)] * 1000
+        self.syncs, self.store = PartitionSyncs(base=1000), _store()
+        self.copies = {}
+
+    def runs(self, records):
+        """The copier's runs of ``records``: cut at gaps and where a handler starts or stops
+        filtering a record or sending it twice (each record's fate fixed: a handler decides by
+        the record)."""
+        run = []
+        for source in records:
+            if self.faults and source not in self.copies:
+                self.copies[source] = self.rng.choice((0, 1, 2)) if self.rng.random() < 0.1 else 1
+            copies = self.copies.get(source, 1)
+            if run and (source != run[-1] + 1 or min(copies, 2) != min(self.copies.get(run[-1], 1), 2)):
+                yield run, [self.copies.get(o, 1) for o in run]
+                run = []
+            if copies:
+                run.append(source)
+        if run:
+            yield run, [self.copies.get(o, 1) for o in run]
+
+    def run(self):
+        at = 0
+        while at < len(self.offsets):
+            start, window = at, len(self.target)
+            for _ in range(self.rng.randint(1, 4)):  # runs between two flushes
+                size = self.rng.randint(1, 30)
+                for piece, copies in self.runs(self.offsets[at:at + size]):
+                    for source, n in zip(piece, copies):
+                        self.target += [("data", source)] * n
+                    self.syncs.add(piece[0], piece[-1], sum(copies), exact=all(n == 1 for n in copies))
+                at += size
+            fault = self.rng.random() if self.faults else 1.0
+            if fault < 0.08 and self.transactional:  # the transaction aborted: sent again after
+                self.target[window:] = [("aborted", None)] * (len(self.target) - window) + [("marker", None)]
+                self.syncs.reanchor()
+                at = start
+                continue
+            elif fault < 0.16:  # another writer's records in between: the end does not add up
+                self.target += [("other", None)] * self.rng.randint(1, 6)
+            elif fault < 0.22 and at > 60:  # a restart: mirrored again from an earlier commit
+                at = self.rng.randint(max(0, start - 50), start)
+                self.syncs = PartitionSyncs(base=len(self.target) + (1 if self.transactional else 0))
+            if self.transactional:
+                self.target.append(("marker", None))
+            planned = self.syncs.plan(end=len(self.target), lag_max=50, marker=self.transactional)
+            for upstream, downstream in planned or []:
+                self.store.add(T0, upstream, downstream)
+        return self
+
+    def checks(self):
+        """For every group offset: (translated, the last target offset a read from there may
+        start at without skipping a record, the first record's target offset)."""
+        last_copy, first_copy = {}, {}
+        for position, (kind, source) in enumerate(self.target):
+            if kind == "data":
+                last_copy[source] = position
+                first_copy.setdefault(source, position)
+        held = sorted(last_copy)
+        bound, lowest = [len(self.target)] * (len(held) + 1), len(self.target)
+        for i in range(len(held) - 1, -1, -1):  # min over every later record of its last copy
+            lowest = min(lowest, last_copy[held[i]])
+            bound[i] = lowest
+        syncs = self.store._syncs[T0]
+        for group_offset in range(syncs[0][0], self.offsets[-1] + 2):
+            later = bisect.bisect_left(held, group_offset)
+            first = first_copy[held[later]] if later < len(held) else len(self.target)
+            yield group_offset, self.store.translate(T0, group_offset), bound[later], first
+
+
+@pytest.mark.parametrize("transactional", [False, True], ids=["records", "exactly-once"])
+@pytest.mark.parametrize("seed", range(12))
+def test_every_group_offset_translates_to_the_first_record_not_read(seed, transactional):
+    """Without faults and with one target record per record (the modes that keep partitions):
+    exactly the first record not read (a read_committed consumer passes the markers before it)."""
+    import random
+
+    mirror = _Mirror(random.Random(seed), transactional, faults=False).run()
+    for group_offset, translated, _bound, first in mirror.checks():
+        between = [kind for kind, _ in mirror.target[translated:first]]
+        assert translated <= first and set(between) <= {"marker"}, (group_offset, translated, first)
+
+
+@pytest.mark.parametrize("syncs_kept", [1000, 12], ids=["all-syncs", "thinned"])
+@pytest.mark.parametrize("transactional", [False, True], ids=["records", "exactly-once"])
+@pytest.mark.parametrize("seed", range(15))
+def test_no_group_offset_translates_past_a_record_not_read(monkeypatch, seed, transactional, syncs_kept):
+    """With handlers that filter and duplicate, another writer, aborted transactions, restarts
+    that mirror again from earlier, and old syncs thinned out: never past a record not read."""
+    import random
+
+    import mirror_maker.replication.checkpoints as checkpoints
+
+    monkeypatch.setattr(checkpoints, "SYNCS_KEPT", syncs_kept)
+    mirror = _Mirror(random.Random(seed), transactional, faults=True).run()
+    for group_offset, translated, bound, _first in mirror.checks():
+        assert translated is not None and translated <= bound, (group_offset, translated, bound)
+
+
+def test_a_stretch_without_syncs_gets_a_breaker_so_equal_spans_around_it_are_not_taken_as_contiguous():
+    """100..104 compacted away, 105..199 mirrored to 100..194 and another writer's 5 records at
+    195..199: that stretch has no syncs, and (99 -> 99), (200 -> 200) have equal spans."""
+    syncs, store = PartitionSyncs(base=0), _store()
+    syncs.add(0, 99, 100)
+    for sync in syncs.plan(end=100, lag_max=1000):
+        store.add(T0, *sync)
+    syncs.add(105, 199, 95)
+    assert syncs.plan(end=200, lag_max=1000) is None  # another writer: no syncs for it
+    syncs.add(200, 209, 10)
+    planned = syncs.plan(end=210, lag_max=1000)
+    assert planned[0] == (199, 100)  # the breaker: the offset before, after the last sync written
+    for sync in planned:
+        store.add(T0, *sync)
+    assert store.translate(T0, 150) <= 145  # record 150 is at 145
+
+
+def test_a_stretch_across_a_rewind_is_never_taken_for_contiguous(monkeypatch):
+    """0..9 -> 0..9, 10..59 compacted away, 60..99 -> 10..49, then records at every other
+    offset: thinned, (0, 0) is followed by syncs far later; mirrored again from 100 by a new
+    owner, (0, 0) and (100, 100) have equal spans."""
+    import mirror_maker.replication.checkpoints as checkpoints
+
+    monkeypatch.setattr(checkpoints, "SYNCS_KEPT", 6)
+    store = _store((0, 0), (9, 9), (60, 10), (99, 49))
+    for i in range(50):
+        store.add(T0, 101 + 2 * i, 50 + i)
+    store.add(T0, 100, 100)
+    assert store.translate(T0, 70) <= 20  # record 70 is at 20
+
+
+def test_thinning_never_makes_a_translation_later(monkeypatch):
+    """(0, 0) -> (10, 5): 5 offsets compacted away; (10, 5) -> (20, 20): 5 target offsets that
+    are not records. Thinned out, (10, 5) leaves (0, 0) and (20, 20), with equal spans."""
+    import mirror_maker.replication.checkpoints as checkpoints
+
+    full = _store((0, 0), (10, 5), (20, 20), (30, 30), (40, 40))
+    monkeypatch.setattr(checkpoints, "SYNCS_KEPT", 4)
+    thinned = _store((0, 0), (10, 5), (20, 20), (30, 30), (40, 40))
+    assert len(thinned._syncs[T0]) < 5
+    for offset in range(0, 42):
+        assert thinned.translate(T0, offset) <= full.translate(T0, offset), offset
+
+
+def test_a_target_partition_that_went_back_drops_every_sync_before():
+    store = _store((0, 0), (5000, 4000))
+    store.add(T0, 3000, 0)  # the target topic recreated, mirrored again from the source's log start
+    assert store.reset == {T0} and store._syncs[T0] == [(3000, 0, False)]
+
+
+def test_a_checkpoint_goes_back_only_when_its_group_did():
+    from mirror_maker.replication.checkpoints import more_recent
+
+    last = Checkpoint("g", "a.t", 0, 500, 480, "")
+    assert more_recent(last, None)
+    assert more_recent(Checkpoint("g", "a.t", 0, 600, 580, ""), last)
+    assert not more_recent(Checkpoint("g", "a.t", 0, 500, 480, ""), last)  # the same
+    assert not more_recent(Checkpoint("g", "a.t", 0, 600, 470, ""), last)  # translated less well (after a restart)
+    assert more_recent(Checkpoint("g", "a.t", 0, 400, 380, ""), last)  # the group went back on the source
 
 
 @pytest.mark.parametrize("extra, message", [
@@ -313,11 +498,79 @@ def test_a_record_a_handler_sends_twice_is_synced_at_its_first_target_record_onl
     worker.offset_syncs = OffsetSyncWriter.__new__(OffsetSyncWriter)
     worker.offset_syncs.record = lambda tp, first, last, count, exact: recorded.append((first, last, count, exact))
     mirror(worker, [Msg("orders", 0, offset) for offset in (0, 1, 2, 3, 4, 6)])  # 5 compacted away
-    assert recorded == [(0, 3, 4, True), (4, 6, 4, False)]
+    assert recorded == [(0, 3, 4, True), (4, 4, 2, False), (6, 6, 2, False)]  # cut at the gap too
     syncs = PartitionSyncs(base=100)
     for run in recorded:
         syncs.add(*run)
     planned = syncs.plan(end=108, lag_max=100)
     first_copy = {0: 100, 1: 101, 2: 102, 3: 103, 4: 104, 6: 106}
-    assert planned == [(0, 100), (4, 104)]  # none at 3 either: the newest is sent twice
+    assert planned == [(0, 100), (3, 103), (4, 104), (6, 106)]  # none at a second copy
     assert all(first_copy[upstream] == downstream for upstream, downstream in planned)
+
+
+def test_syncs_follow_the_records_at_the_checkpoints_pace_not_the_commit_interval():
+    from mirror_maker.replication.offset_syncs import OffsetSyncWriter
+
+    def interval(checkpoints_s):
+        return OffsetSyncWriter(_Topic(), None, str, 100, RunState(), checkpoints_interval_s=checkpoints_s).interval_ms
+
+    assert interval(1) == 1000 and interval(0.2) == 1000  # at most a commit a second
+    assert interval(60) == 60000 and interval(None) == float("inf")  # no checkpoints: the commit interval
+
+
+class _Ends2:
+    """The target's high watermarks for ListOffsets (a topic not there: UNKNOWN_TOPIC_OR_PART)."""
+
+    def __init__(self, ends):
+        self.ends = ends
+
+    def list_offsets(self, request, request_timeout):
+        from concurrent.futures import Future
+
+        from confluent_kafka import KafkaError, KafkaException
+
+        answers = {}
+        for key in request:
+            future = Future()
+            if (key.topic, key.partition) in self.ends:
+                future.set_result(type("Answer", (), {"offset": self.ends[(key.topic, key.partition)]})())
+            else:
+                future.set_exception(KafkaException(KafkaError(KafkaError.UNKNOWN_TOPIC_OR_PART)))
+            answers[key] = future
+        return answers
+
+
+def _failover(target_admin):
+    from mirror_maker.replication.checkpoints import ConsumerFailover
+
+    failover = ConsumerFailover.__new__(ConsumerFailover)
+    failover._target, failover._target_conf, failover.checkpoints_topic = target_admin, {}, "a.checkpoints.internal"
+    failover._loaded, failover._floor, failover.latest = False, {}, {}
+    return failover
+
+
+def test_checkpoints_written_before_a_start_are_a_floor_if_their_target_partition_holds_them(monkeypatch):
+    import mirror_maker.replication.checkpoints as checkpoints
+
+    kept = Checkpoint("g", "a.t", 0, 900, 400, "")
+    beyond = Checkpoint("g", "a.t", 1, 9000, 8000, "")  # the target topic recreated since: it holds less
+    gone = Checkpoint("g", "a.old", 0, 10, 10, "")  # a topic no longer there
+    monkeypatch.setattr(checkpoints, "read_checkpoints", lambda *args: {
+        ("g", c.topic, c.partition): c for c in (kept, beyond, gone)})
+    failover = _failover(_Ends2({("a.t", 0): 500, ("a.t", 1): 700}))
+    assert failover._load_checkpoints()
+    assert failover._floor == {("g", "a.t", 0): kept} and failover.latest == {}  # a floor, never synced to a group
+
+
+def test_checkpoints_not_written_until_those_of_before_the_start_are_read(monkeypatch, caplog):
+    import mirror_maker.replication.checkpoints as checkpoints
+    from confluent_kafka import KafkaError, KafkaException
+
+    def unreadable(*args):
+        raise KafkaException(KafkaError(KafkaError._TRANSPORT))
+
+    monkeypatch.setattr(checkpoints, "read_checkpoints", unreadable)
+    failover = _failover(_Ends2({}))
+    failover._ensure = lambda topic: None
+    assert failover.emit_checkpoints() == 0 and not failover._loaded
+    assert "none is written until they are read" in caplog.text

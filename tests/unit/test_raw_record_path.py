@@ -425,7 +425,7 @@ class OffsetSyncs:
 def test_offset_syncs_get_each_batch_forwarded_and_each_record_path_run_from_its_first_record():
     """A forwarded batch takes as many target offsets as it has records; a record path run is
     told from its first record (a sync naming an offset before it would map a group there past
-    that record on the target) to the end of its range."""
+    that record on the target), in pieces without gaps."""
     worker, source, producer = stream([2, 3, 8, 10, 11])
     worker._stream.offset_syncs = syncs = OffsetSyncs()
     worker._fetcher.fetch(0)
@@ -435,7 +435,7 @@ def test_offset_syncs_get_each_batch_forwarded_and_each_record_path_run_from_its
     worker._hand_over()  # the batch after it, as it is
     assert [value for _t, value, *_rest in producer.sent] == [b"v2", b"v3", b"v8"]
     assert worker._raw.sent == [("src", 0, 10, 11)]
-    assert syncs.runs == [(0, 2, 8, 3), (0, 10, 11, 2)]
+    assert syncs.runs == [(0, 2, 3, 2), (0, 8, 8, 1), (0, 10, 11, 2)]  # cut at the gap: each record placed
 
 
 def test_a_batch_sent_to_a_topic_the_raw_handler_does_not_name_fails_the_run_with_nothing_sent():

@@ -1,11 +1,14 @@
 // MirrorMaker 2's own client reading what a mirror wrote: RemoteClusterUtils.translateOffsets on
 // the checkpoints, RemoteClusterUtils.upstreamClusters on the heartbeats topics, and
 // Heartbeat.deserializeRecord on the heartbeats. Compiled once per cache (maven_jars.java_program):
-//   java -cp '<classes>:<connect-mirror jars>/*' MirrorClientCheck <target bootstrap> <source alias> <group>
-// Prints "offset <topic> <partition> <offset>" per translated partition, "upstream <alias>" per
-// upstream cluster, and "heartbeat <source> <target>" per distinct pair in the heartbeats topic.
+//   java -cp '<classes>:<connect-mirror jars>/*' MirrorClientCheck <target bootstrap> <source alias> <group>...
+// Prints "group <group>" then "offset <topic> <partition> <offset>" per translated partition of each
+// group (one JVM for many groups: a start costs seconds), "upstream <alias>" per upstream cluster,
+// and "heartbeat <source> <target>" per distinct pair in the heartbeats topic (not read when the
+// environment has MIRROR_CLIENT_CHECK_HEARTBEATS=0).
 
 import java.time.Duration;
+import java.util.Arrays;
 import java.util.Collections;
 import java.util.HashMap;
 import java.util.Map;
@@ -23,18 +26,24 @@ import org.apache.kafka.connect.mirror.RemoteClusterUtils;
 
 public class MirrorClientCheck {
     public static void main(String[] args) throws Exception {
-        String bootstrap = args[0], alias = args[1], group = args[2];
+        String bootstrap = args[0], alias = args[1];
         Map<String, Object> props = new HashMap<>();
         props.put("bootstrap.servers", bootstrap);
-        Map<TopicPartition, OffsetAndMetadata> offsets =
-            RemoteClusterUtils.translateOffsets(props, alias, group, Duration.ofSeconds(30));
-        Map<String, Long> sorted = new TreeMap<>();
-        offsets.forEach((tp, om) -> sorted.put(tp.topic() + " " + tp.partition(), om.offset()));
-        sorted.forEach((tp, offset) -> System.out.println("offset " + tp + " " + offset));
+        for (String group : Arrays.asList(args).subList(2, args.length)) {
+            Map<TopicPartition, OffsetAndMetadata> offsets =
+                RemoteClusterUtils.translateOffsets(props, alias, group, Duration.ofSeconds(30));
+            Map<String, Long> sorted = new TreeMap<>();
+            offsets.forEach((tp, om) -> sorted.put(tp.topic() + " " + tp.partition(), om.offset()));
+            System.out.println("group " + group);
+            sorted.forEach((tp, offset) -> System.out.println("offset " + tp + " " + offset));
+        }
         for (String upstream : new TreeSet<>(RemoteClusterUtils.upstreamClusters(props))) {
             System.out.println("upstream " + upstream);
         }
 
+        if ("0".equals(System.getenv("MIRROR_CLIENT_CHECK_HEARTBEATS"))) {
+            return;  // the caller wants offsets only: no 30 s wait for heartbeats that may not come
+        }
         Properties c = new Properties();
         c.put("bootstrap.servers", bootstrap);
         try (KafkaConsumer<byte[], byte[]> consumer =
