@@ -49,6 +49,7 @@ SCHEDULE = (
     "tests/integration/test_rebalancing.py",
     "tests/integration/test_delivery_guarantees.py",
     "tests/integration/test_shutdown_and_failures.py",
+    "tests/integration/test_verify.py",
 )
 
 

@@ -17,7 +17,7 @@ import click
 
 from .. import __version__
 from ..config import spec
-from . import exit_codes, options, translate_offsets
+from . import exit_codes, options, translate_offsets, verify
 from ..errors import ConfigError, MirrorMakerError
 from ..extras import require
 from ..redaction import redact
@@ -72,6 +72,7 @@ def command(ctx: click.Context, **params) -> Optional[int]:
 
 
 command.add_command(translate_offsets.command)
+command.add_command(verify.command)
 
 
 def _mirror(params: dict) -> int:
@@ -85,6 +86,19 @@ def _mirror(params: dict) -> int:
             raise UsageProblem(f'Missing required argument "[{option.name}]"')
     configure_logging(resolve_level(params.pop("log_level")))
     log.info("Starting mirror maker")
+    config, handler, listener, spark = configured(params)
+    if spark is not None:
+        from ..spark.driver import run_on_spark
+
+        return run_on_spark(config, spark)
+    from ..engine.runner import run
+
+    return run(config, handler, listener)
+
+
+def configured(params: dict):
+    """The run the options describe, checked as a whole: its config, handler, listener and Spark
+    options (``verify`` reads the same command line)."""
     if params.pop("new_consumer"):
         log.info("--new.consumer is deprecated and ignored: the new consumer is the default")
     include_option, include = _include(params.pop("include"), params.pop("whitelist"))
@@ -107,7 +121,7 @@ def _mirror(params: dict) -> int:
     from ..config.client_conf import settle_transactions
     from ..config.replication import follow_partitions
     from ..config.mirror_config import build_config
-    from ..engine.runner import load_plugins, run
+    from ..engine.runner import load_plugins
 
     config = build_config(params["consumer_config"], params["producer_config"], include, include_option,
                           replication=replication, **fields["mirror"])
@@ -121,11 +135,7 @@ def _mirror(params: dict) -> int:
     if warning:
         log.warning("%s", warning)
     _check_offset_syncs(config, handler)
-    if spark is not None:
-        from ..spark.driver import run_on_spark
-
-        return run_on_spark(config, spark)
-    return run(config, handler, listener)
+    return config, handler, listener, spark
 
 
 def _include(include: Optional[str], whitelist: Optional[str]) -> Tuple[str, str]:

@@ -42,6 +42,13 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--clusters", nargs="+", metavar="CLUSTER", help="Target cluster to use for this node.")
     p.add_argument("--log.level", dest="log_level", metavar="LEVEL",
                    help=f"{spec.BY_NAME['log.level'].doc} Default INFO. Ours, not Kafka's.")
+    p.add_argument("--verify", action="store_true",
+                   help="Do not mirror: compare every flow's target with its source and exit 0 only when the "
+                   "target holds every record and nothing else (exit 3: it differs; 4: not all could be "
+                   "compared). Ours, not Kafka's.")
+    p.add_argument("--report", metavar="FILE", help="With --verify: the report as JSON in FILE too.")
+    p.add_argument("--sample", type=int, metavar="N",
+                   help="With --verify: compare only the first N records of each partition.")
     p.add_argument("--spark", action="store_true",
                    help="Run every flow's streams as Spark tasks, one Spark job per flow (PySpark: pip install "
                    "'kafka-mirror-maker[spark]'). Ours, not Kafka's.")
@@ -80,6 +87,11 @@ def invoke(argv: List[str]) -> int:
         return int(done.code or 0)
     try:
         configure_logging(resolve_level(args.log_level))
+        if args.verify:
+            return verify(args.config, args.clusters, args.report, args.sample)
+        for given, name in ((args.report, "--report"), (args.sample, "--sample")):
+            if given is not None:
+                raise ConfigError(f"{name} is only used with --verify")
         return run(args.config, args.clusters, _spark_options(args))
     except (KeyboardInterrupt, Exception) as exc:
         return error_status(exc)
@@ -116,6 +128,25 @@ def run(path: str, clusters: Optional[List[str]], spark=None) -> int:
         on_spark = SparkFlows(flows, spark, worker_metrics=settings.metrics_port is not None)
     log.info("Targeting clusters %s", ", ".join(sorted(clusters or file.clusters)))
     return Supervisor(flows, settings, server_factory=_ops_server(settings), spark=on_spark).run()
+
+
+def verify(path: str, clusters: Optional[List[str]], report_file: Optional[str], sample: Optional[int]) -> int:
+    """Every enabled flow into ``clusters`` (all without), compared as ``kafka-mirror-maker verify``
+    compares one."""
+    from ..dedicated.flows import plan_flows
+    from ..dedicated.mm2_file import read_mm2_file
+    from ..engine.runner import load_plugins
+    from ..verify.check import VerifyOptions, verify as verify_flow
+    from .verify import answer
+
+    if sample is not None and sample < 1:
+        raise ConfigError(f"--sample: {sample} is not a positive number of records")
+    flows = [flow for flow in plan_flows(read_mm2_file(path), clusters) if flow.enabled]
+    if not flows:
+        raise ConfigError(f"{path}: no enabled flow to verify")
+    reports = [verify_flow(flow.config, load_plugins(flow.config)[0], VerifyOptions(sample), flow.source, flow.target)
+               for flow in flows]
+    return answer(reports, report_file)
 
 
 def _ops_server(settings):

@@ -15,6 +15,11 @@ FATAL = 255
 SIGINT = 130
 #: A clean stop on SIGTERM, as the JVM reports it (128 + 15).
 SIGTERM = 143
+#: ``verify``: the target lacks records of the source or holds others.
+TARGET_DIFFERS = 3
+#: ``verify``: nothing differs in what was compared, but not everything could be compared
+#: (records removed by retention on the target, a deadline, an open transaction).
+NOT_PROVEN = 4
 
 _SIGNALS = {signal.SIGTERM: SIGTERM, signal.SIGINT: SIGINT}
 
@@ -32,6 +37,13 @@ def for_run(failed: bool, stop_signal: Optional[int], incomplete: bool = False) 
     if stop_signal is not None:
         return for_signal(stop_signal)
     return FATAL if incomplete else OK
+
+
+def for_verification(differs: bool, proven: bool) -> int:
+    """A verification's status: 0 only when everything was compared and nothing differs."""
+    if differs:
+        return TARGET_DIFFERS
+    return OK if proven else NOT_PROVEN
 
 
 def for_error(exc: BaseException) -> int:

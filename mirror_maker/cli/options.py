@@ -96,5 +96,7 @@ def usage_text() -> str:
     for group, heading in spec.HEADINGS.items():
         lines += ["", heading, *_table(_rows(spec.command_line(group)))]
     lines += ["", "Where a consumer group resumes on the target, from the checkpoints: "
-              "kafka-mirror-maker translate-offsets --help"]
+              "kafka-mirror-maker translate-offsets --help",
+              "Whether the target holds every record of the source (before a cutover): "
+              "kafka-mirror-maker verify --help"]
     return "\n".join(lines)

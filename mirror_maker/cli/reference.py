@@ -129,9 +129,8 @@ def unsupported() -> List[str]:
     return _table(["mm2.properties key", "Why not"], ([_code(k), v] for k, v in spec.UNSUPPORTED.items()))
 
 
-def translate_offsets() -> List[str]:
-    from .translate_offsets import command
-
+def _options_table(params) -> List[str]:
+    """A click command's options as Option, Default, Meaning."""
     def row(param: click.Option) -> List[str]:
         if param.required:
             default = "required"
@@ -141,13 +140,25 @@ def translate_offsets() -> List[str]:
             default = ""
         return [", ".join(_code(o) for o in param.opts), default, param.help or ""]
 
-    return _table(["Option", "Default", "Meaning"],
-                  (row(p) for p in command.params if isinstance(p, click.Option)))
+    return _table(["Option", "Default", "Meaning"], (row(p) for p in params if isinstance(p, click.Option)))
+
+
+def translate_offsets() -> List[str]:
+    from .translate_offsets import command
+
+    return _options_table(command.params)
+
+
+def verify() -> List[str]:
+    """Only verify's own options: the rest are the mirror's command line (the table above)."""
+    from .verify import OWN_OPTIONS, command
+
+    return _options_table(p for p in command.params if p.name in OWN_OPTIONS)
 
 
 BLOCKS: Dict[str, Callable[[], List[str]]] = {
     "command-line": command_line, "mm2-properties": mm2_properties, "rules": rules, "unsupported": unsupported,
-    "translate-offsets": translate_offsets,
+    "translate-offsets": translate_offsets, "verify": verify,
 }
 
 

@@ -12,6 +12,7 @@ in about 20 s (the time the engine takes to notice a refused login at the target
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
@@ -66,7 +67,9 @@ THEIRS_MIRRORED_S, THEIRS_SYNCED_S = 240, 180
 LOOK_S = 60
 OUTCOME_S = 3 * MIRROR_CLIENT_CHECK_TIMEOUT_S + 60
 STOP_S = 60
-OURS_ABC_S = SEED_S + MIRRORED_S + SYNCED_S + 2 * LOOK_S + OUTCOME_S + 30 + STOP_S
+#: ``--verify`` on the file once ours stopped: three flows, each read on both of its clusters.
+VERIFY_S = 120
+OURS_ABC_S = SEED_S + MIRRORED_S + SYNCED_S + 2 * LOOK_S + OUTCOME_S + 30 + STOP_S + VERIFY_S
 #: Emptied clusters, the scenario under Kafka's MirrorMaker 2, then ours taking over and the reads.
 THEIRS_S = (FORMAT_TIMEOUT_S + READY_TIMEOUT_S + SEED_S + THEIRS_MIRRORED_S + THEIRS_SYNCED_S + 2 * LOOK_S
             + OUTCOME_S + STOP_S + SEED_S + 120 + STOP_S + 60)
@@ -268,6 +271,11 @@ def ours_abc(abc, tmp_path_factory):
         status = mirror.stop(timeout_s=STOP_S)
     result.log = mirror.log()
     result.extra["status"] = status
+    report = tmp_path / "verify.json"
+    done = subprocess.run([sys.executable, str(BIN), str(path), "--verify", "--report", str(report)],
+                          capture_output=True, text=True, timeout=VERIFY_S)
+    result.extra["verify"] = (done.returncode, done.stdout + done.stderr,
+                              json.loads(report.read_text()) if report.exists() else None)
     return result
 
 
@@ -319,6 +327,14 @@ def test_three_clusters_from_one_file(ours_abc, abc):
                  'mirrormaker_checkpoints_total{source="A",target="B"}', "process_cpu_seconds_total"):
         assert name in metrics, name
     assert result.extra["ready"] == 200
+    # --verify on the same file: every flow's target holds every record of its source.
+    status, printed, report = result.extra["verify"]
+    assert status == 0 and report is not None, printed
+    assert {(flow["source"], flow["target"]) for flow in report["flows"]} == {("A", "B"), ("A", "C"), ("B", "A")}
+    rows = {(row["target_topic"], row["partition"]): row for flow in report["flows"] for row in flow["rows"]}
+    assert set(rows) == {("A.orders", 0), ("A.orders", 1), ("A.payments", 0), ("B.orders-b", 0)}, printed
+    assert sum(rows["A.orders", p]["source_records"] for p in (0, 1)) == len(ORDERS)
+    assert all(row["method"] == "in order" and row["status"] == "ok" for row in rows.values()), printed
 
 
 def assigned(log: str, flow: str) -> int:

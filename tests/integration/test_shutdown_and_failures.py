@@ -92,7 +92,9 @@ def test_shutdown_is_bounded_with_heartbeats_and_checkpoints_waiting_for_the_tar
         # Within the 2 s deadline and the exit itself (it took 7 s): a later exit fails the wait.
         assert mirror.stop(signal.SIGTERM, timeout_s=3.5) == 143, mirror.log()
         assert "checkpoints and heartbeats were not written before the stop" in mirror.log()
-        assert source.committed(files.group, topic) == {}
+        # Checkpoints every second make the stream commit every second, so its start position (0)
+        # may be committed before the cut: none of the 20 records the target never acknowledged.
+        assert source.committed(files.group, topic).get(0, 0) == 0
 
 
 @pytest.mark.needs_own_brokers("cuts the target off through a proxy")

@@ -1,0 +1,62 @@
+"""``kafka-mirror-maker verify``: the mirror's own command line (``--consumer.config``,
+``--producer.config``, ``--include`` or ``--whitelist``, the handler, the replication policy),
+answered with whether the target holds every record of the source and nothing else: a table, a
+JSON report with ``--report``, exit 0 only when everything was compared and nothing differs."""
+
+from __future__ import annotations
+
+import click
+
+from . import exit_codes, options
+
+#: The options verify adds to the mirror's command line (docs/configuration.md's table of them).
+OWN_OPTIONS = ("report_file", "sample", "verify_timeout_ms")
+
+
+@click.command("verify", add_help_option=False, short_help="Whether the target holds every record of the source.")
+@options.apply
+@click.option("--report", "report_file", metavar="FILE", help="Write the report as JSON to FILE too.")
+@click.option("--sample", type=click.IntRange(min=1), metavar="N",
+              help="Compare only the first N records of each partition (a bounded read).")
+@click.option("--timeout.ms", "verify_timeout_ms", type=click.IntRange(min=1), default=3600000, show_default=True,
+              help="How long the reads may take in all; what is not read by then is reported as not compared.")
+def command(report_file, sample, verify_timeout_ms, **params) -> int:
+    """Compares every partition the mirror copies on both clusters, up to the ends they have when
+    the check begins: offsets, record counts and each record's key, value, headers and timestamp
+    (in order where the mirror keeps partitions, as a multiset per key where the partitioner chose
+    them, by the latest record of each key where either side is compacted). It takes the mirror's
+    own command line: options that only change how records are copied are accepted and ignored.
+    Exit 0: the target holds everything; 3: it differs; 4: not everything could be compared."""
+    from ..ops.log import configure_logging, resolve_level
+    from ..verify.check import VerifyOptions, verify
+    from .command import configured
+
+    if params.pop("help"):
+        click.echo(click.get_current_context().get_help())
+        return exit_codes.OK
+    if params.pop("version"):
+        raise click.UsageError("verify takes no --version")
+    if not params.get("consumer_config") or not params.get("producer_config"):
+        raise click.UsageError("verify needs --consumer.config (the source) and --producer.config (the target)")
+    configure_logging(resolve_level(params.pop("log_level")))
+    config, handler, _listener, _spark = configured(params)
+    report = verify(config, handler, VerifyOptions(sample, verify_timeout_ms / 1000.0),
+                    config.replication.source_alias if config.replication.policy else "source",
+                    config.replication.target_alias if config.replication.policy else "target")
+    return answer([report], report_file)
+
+
+def answer(reports, report_file=None) -> int:
+    """Each flow's table on stdout, every flow in one JSON file, and one status for all of them
+    (a flow that differs outranks one not proven)."""
+    import json
+
+    for report in reports:
+        for line in report.table():
+            click.echo(line)
+    if report_file:
+        document = reports[0].as_json() if len(reports) == 1 else {"flows": [r.as_json() for r in reports]}
+        with open(report_file, "w", encoding="utf-8") as out:
+            json.dump(document, out, indent=2)
+            out.write("\n")
+    return exit_codes.for_verification(any(r.differs for r in reports), all(r.proven for r in reports))
