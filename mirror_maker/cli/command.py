@@ -17,7 +17,7 @@ import click
 
 from .. import __version__
 from ..config import spec
-from . import exit_codes, options, translate_offsets, verify
+from . import cutover, exit_codes, options, translate_offsets, verify
 from ..errors import ConfigError, MirrorMakerError
 from ..extras import require
 from ..redaction import redact
@@ -73,6 +73,7 @@ def command(ctx: click.Context, **params) -> Optional[int]:
 
 command.add_command(translate_offsets.command)
 command.add_command(verify.command)
+command.add_command(cutover.command)
 
 
 def _mirror(params: dict) -> int:

@@ -46,9 +46,17 @@ def parser() -> argparse.ArgumentParser:
                    help="Do not mirror: compare every flow's target with its source and exit 0 only when the "
                    "target holds every record and nothing else (exit 3: it differs; 4: not all could be "
                    "compared). Ours, not Kafka's.")
-    p.add_argument("--report", metavar="FILE", help="With --verify: the report as JSON in FILE too.")
+    p.add_argument("--cutover", action="store_true",
+                   help="For a planned move, once the source's producers are stopped: mirror every flow until "
+                   "it is at its end, verify it, and place every consumer group on its target before the first "
+                   "record it has not read; exit 0 only when all of it holds (5: not drained, the source moved "
+                   "or a group not placed). Stop the running mirror first. Ours, not Kafka's.")
+    p.add_argument("--report", metavar="FILE", help="With --verify or --cutover: the report as JSON in FILE too.")
     p.add_argument("--sample", type=int, metavar="N",
                    help="With --verify: compare only the first N records of each partition.")
+    p.add_argument("--timeout.ms", dest="timeout_ms", type=int, metavar="MS",
+                   help="With --verify or --cutover: how long each flow's reads (and drain) may take; default "
+                   "3600000 for --verify, 600000 for --cutover.")
     p.add_argument("--spark", action="store_true",
                    help="Run every flow's streams as Spark tasks, one Spark job per flow (PySpark: pip install "
                    "'kafka-mirror-maker[spark]'). Ours, not Kafka's.")
@@ -87,11 +95,19 @@ def invoke(argv: List[str]) -> int:
         return int(done.code or 0)
     try:
         configure_logging(resolve_level(args.log_level))
+        if args.verify and args.cutover:
+            raise ConfigError("--verify and --cutover: cutover verifies each flow itself; give one of them")
+        if args.timeout_ms is not None and args.timeout_ms < 1:
+            raise ConfigError(f"--timeout.ms: {args.timeout_ms} is not a positive number of milliseconds")
         if args.verify:
-            return verify(args.config, args.clusters, args.report, args.sample)
-        for given, name in ((args.report, "--report"), (args.sample, "--sample")):
+            return verify(args.config, args.clusters, args.report, args.sample, args.timeout_ms)
+        if args.sample is not None:
+            raise ConfigError("--sample is only used with --verify")
+        if args.cutover:
+            return cutover(args.config, args.clusters, args.report, args.timeout_ms)
+        for given, name in ((args.report, "--report"), (args.timeout_ms, "--timeout.ms")):
             if given is not None:
-                raise ConfigError(f"{name} is only used with --verify")
+                raise ConfigError(f"{name} is only used with --verify or --cutover")
         return run(args.config, args.clusters, _spark_options(args))
     except (KeyboardInterrupt, Exception) as exc:
         return error_status(exc)
@@ -130,23 +146,49 @@ def run(path: str, clusters: Optional[List[str]], spark=None) -> int:
     return Supervisor(flows, settings, server_factory=_ops_server(settings), spark=on_spark).run()
 
 
-def verify(path: str, clusters: Optional[List[str]], report_file: Optional[str], sample: Optional[int]) -> int:
-    """Every enabled flow into ``clusters`` (all without), compared as ``kafka-mirror-maker verify``
-    compares one."""
+def _enabled_flows(path: str, clusters: Optional[List[str]], what: str):
     from ..dedicated.flows import plan_flows
     from ..dedicated.mm2_file import read_mm2_file
+
+    flows = [flow for flow in plan_flows(read_mm2_file(path), clusters) if flow.enabled]
+    if not flows:
+        raise ConfigError(f"{path}: no enabled flow to {what}")
+    return flows
+
+
+def verify(path: str, clusters: Optional[List[str]], report_file: Optional[str], sample: Optional[int],
+           timeout_ms: Optional[int] = None) -> int:
+    """Every enabled flow into ``clusters`` (all without), compared as ``kafka-mirror-maker verify``
+    compares one."""
     from ..engine.runner import load_plugins
     from ..verify.check import VerifyOptions, verify as verify_flow
     from .verify import answer
 
     if sample is not None and sample < 1:
         raise ConfigError(f"--sample: {sample} is not a positive number of records")
-    flows = [flow for flow in plan_flows(read_mm2_file(path), clusters) if flow.enabled]
-    if not flows:
-        raise ConfigError(f"{path}: no enabled flow to verify")
-    reports = [verify_flow(flow.config, load_plugins(flow.config)[0], VerifyOptions(sample), flow.source, flow.target)
-               for flow in flows]
+    options = VerifyOptions(sample, (timeout_ms or 3600000) / 1000.0)
+    reports = [verify_flow(flow.config, load_plugins(flow.config)[0], options, flow.source, flow.target)
+               for flow in _enabled_flows(path, clusters, "verify")]
     return answer(reports, report_file)
+
+
+def cutover(path: str, clusters: Optional[List[str]], report_file: Optional[str],
+            timeout_ms: Optional[int] = None) -> int:
+    """Every enabled flow into ``clusters`` (all without), one after the other, cut over as
+    ``kafka-mirror-maker cutover`` cuts over one; a flow that does not hold stops the rest."""
+    from ..cutover.flow import CutoverOptions, cutover as cutover_flow
+    from ..dedicated.takeover import take_over
+    from ..engine.runner import load_plugins
+    from .cutover import answer
+
+    options, results = CutoverOptions((timeout_ms or 600000) / 1000.0), []
+    for flow in _enabled_flows(path, clusters, "cut over"):
+        take_over(flow)  # a flow Kafka's MirrorMaker 2 ran drains from where it left it
+        handler, listener = load_plugins(flow.config)
+        results.append(cutover_flow(flow.config, handler, listener, options, flow.source, flow.target))
+        if not results[-1].complete:
+            break
+    return answer(results, report_file)
 
 
 def _ops_server(settings):

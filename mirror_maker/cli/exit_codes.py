@@ -20,6 +20,9 @@ TARGET_DIFFERS = 3
 #: ``verify``: nothing differs in what was compared, but not everything could be compared
 #: (records removed by retention on the target, a deadline, an open transaction).
 NOT_PROVEN = 4
+#: ``cutover``: the flow did not drain in time, the source moved while it was checked, or a
+#: group could not be placed on the target.
+CUTOVER_INCOMPLETE = 5
 
 _SIGNALS = {signal.SIGTERM: SIGTERM, signal.SIGINT: SIGINT}
 
@@ -44,6 +47,19 @@ def for_verification(differs: bool, proven: bool) -> int:
     if differs:
         return TARGET_DIFFERS
     return OK if proven else NOT_PROVEN
+
+
+def for_cutover(drain_status: int, drained: bool, differs: bool, proven: bool, complete: bool) -> int:
+    """A cutover's status: the drain's own failure first (255, 143...), 5 if it did not catch up
+    or the source moved meanwhile (which explains a difference), then verify's status, then 5 for
+    anything else that did not hold; 0 only when all of it held."""
+    if drain_status:
+        return drain_status
+    if not drained:
+        return CUTOVER_INCOMPLETE
+    if differs or not proven:
+        return for_verification(differs, proven)
+    return OK if complete else CUTOVER_INCOMPLETE
 
 
 def for_error(exc: BaseException) -> int:

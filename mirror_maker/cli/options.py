@@ -98,5 +98,6 @@ def usage_text() -> str:
     lines += ["", "Where a consumer group resumes on the target, from the checkpoints: "
               "kafka-mirror-maker translate-offsets --help",
               "Whether the target holds every record of the source (before a cutover): "
-              "kafka-mirror-maker verify --help"]
+              "kafka-mirror-maker verify --help",
+              "A planned move (drain, verify, every group placed on the target): kafka-mirror-maker cutover --help"]
     return "\n".join(lines)

@@ -156,9 +156,17 @@ def verify() -> List[str]:
     return _options_table(p for p in command.params if p.name in OWN_OPTIONS)
 
 
+def cutover() -> List[str]:
+    """Only cutover's own options, as verify's."""
+    from .cutover import OWN_OPTIONS, command
+
+    return _options_table(p for p in command.params if p.name in OWN_OPTIONS)
+
+
 BLOCKS: Dict[str, Callable[[], List[str]]] = {
     "command-line": command_line, "mm2-properties": mm2_properties, "rules": rules, "unsupported": unsupported,
     "translate-offsets": translate_offsets, "verify": verify,
+    "cutover": cutover,
 }
 
 

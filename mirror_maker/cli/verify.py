@@ -27,36 +27,56 @@ def command(report_file, sample, verify_timeout_ms, **params) -> int:
     them, by the latest record of each key where either side is compacted). It takes the mirror's
     own command line: options that only change how records are copied are accepted and ignored.
     Exit 0: the target holds everything; 3: it differs; 4: not everything could be compared."""
-    from ..ops.log import configure_logging, resolve_level
     from ..verify.check import VerifyOptions, verify
+
+    read = mirror_command_line("verify", params)
+    if read is None:
+        return exit_codes.OK
+    config, handler, _listener, _spark = read
+    report = verify(config, handler, VerifyOptions(sample, verify_timeout_ms / 1000.0), *cluster_names(config))
+    return answer([report], report_file)
+
+
+def mirror_command_line(name: str, params: dict):
+    """The mirror's command line as ``name`` reads it: (config, handler, listener, Spark
+    options), or None once ``--help`` was printed."""
+    from ..ops.log import configure_logging, resolve_level
     from .command import configured
 
     if params.pop("help"):
         click.echo(click.get_current_context().get_help())
-        return exit_codes.OK
+        return None
     if params.pop("version"):
-        raise click.UsageError("verify takes no --version")
+        raise click.UsageError(f"{name} takes no --version")
     if not params.get("consumer_config") or not params.get("producer_config"):
-        raise click.UsageError("verify needs --consumer.config (the source) and --producer.config (the target)")
+        raise click.UsageError(f"{name} needs --consumer.config (the source) and --producer.config (the target)")
     configure_logging(resolve_level(params.pop("log_level")))
-    config, handler, _listener, _spark = configured(params)
-    report = verify(config, handler, VerifyOptions(sample, verify_timeout_ms / 1000.0),
-                    config.replication.source_alias if config.replication.policy else "source",
-                    config.replication.target_alias if config.replication.policy else "target")
-    return answer([report], report_file)
+    return configured(params)
+
+
+def cluster_names(config):
+    """The two clusters' names in a report: their aliases under a replication policy."""
+    if config.replication.policy:
+        return config.replication.source_alias, config.replication.target_alias
+    return "source", "target"
 
 
 def answer(reports, report_file=None) -> int:
     """Each flow's table on stdout, every flow in one JSON file, and one status for all of them
     (a flow that differs outranks one not proven)."""
+    show(reports, report_file)
+    return exit_codes.for_verification(any(r.differs for r in reports), all(r.proven for r in reports))
+
+
+def show(results, report_file=None) -> None:
+    """Each flow's ``table()`` on stdout, and every flow's ``as_json()`` in ``report_file``."""
     import json
 
-    for report in reports:
-        for line in report.table():
+    for result in results:
+        for line in result.table():
             click.echo(line)
     if report_file:
-        document = reports[0].as_json() if len(reports) == 1 else {"flows": [r.as_json() for r in reports]}
+        document = results[0].as_json() if len(results) == 1 else {"flows": [r.as_json() for r in results]}
         with open(report_file, "w", encoding="utf-8") as out:
             json.dump(document, out, indent=2)
             out.write("\n")
-    return exit_codes.for_verification(any(r.differs for r in reports), all(r.proven for r in reports))

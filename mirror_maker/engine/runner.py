@@ -55,6 +55,18 @@ def load_plugins(config: MirrorMakerConfig):
     return handler, listener
 
 
+def offset_syncs_topic(config: MirrorMakerConfig, rules) -> Tuple[bool, dict, str]:
+    """Where the offset syncs go: whether on the source, that cluster's connection settings,
+    and the topic's name (MirrorMaker 2's ``mm2-offset-syncs.<other alias>.internal``)."""
+    from ..clients.admin import connection_settings
+
+    options = config.replication
+    on_source = options.offset_syncs_location == "source"
+    cluster = connection_settings(config.consumer if on_source else config.producer)
+    return on_source, cluster, rules.policy.offset_syncs_topic(options.target_alias if on_source
+                                                               else options.source_alias)
+
+
 class MirrorMaker:
     """One producer, N mirror threads, a topic subscription and the shutdown sequence.
 
@@ -155,9 +167,7 @@ class MirrorMaker:
 
         store = None
         if options.emit_offset_syncs:
-            on_source = options.offset_syncs_location == "source"
-            cluster = connection_settings(config.consumer if on_source else config.producer)
-            name = rules.policy.offset_syncs_topic(options.target_alias if on_source else options.source_alias)
+            on_source, cluster, name = offset_syncs_topic(config, rules)
             self._syncs_topic = OffsetSyncsTopic(name, cluster, source_admin if on_source else target_admin,
                                                  options.internal_replication_factor("offset-syncs"), self.metrics)
             for thread in self.threads:

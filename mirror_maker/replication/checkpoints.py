@@ -11,14 +11,14 @@ as jobs of the process's background thread (``topic_sync``):
 
 The translation is exact where the syncs allow it, and MirrorMaker 2's
 (``OffsetSyncStore.translateDownstream``) elsewhere: a group offset equal to a sync's source offset
-maps to its target offset; one between two syncs whose source and target spans are equal (a
-contiguous stretch: our writer syncs both sides of every gap, ``offset_syncs``) maps to the same
-distance past the first; one past the newest sync maps to its target offset + 1 (never ahead of
-what is mirrored); any other one to the earlier sync's target offset + 1, but never past the later
-sync's (it reads some records again, it skips none); one older than every known sync is not
-translated. A checkpoint never goes back unless the group itself went back on the source
-(MirrorMaker 2's ``checkpointIsMoreRecent``), and those written before a restart are read at
-start.
+maps to its target offset; one between two syncs whose source and target spans are equal, the
+later one saying it continues the earlier (a contiguous stretch: our writer syncs both sides of
+every gap and says so in a header, ``offset_syncs``), maps to the same distance past the first;
+one past the newest sync maps to its target offset + 1 (never ahead of what is mirrored); any
+other one to the earlier sync's target offset + 1, but never past the later sync's (it reads some
+records again, it skips none); one older than every known sync is not translated. A checkpoint
+never goes back unless the group itself went back on the source (MirrorMaker 2's
+``checkpointIsMoreRecent``), and those written before a restart are read at start.
 """
 
 from __future__ import annotations
@@ -38,7 +38,8 @@ from ..clients.admin import REQUEST_TIMEOUT_S
 from ..clients.polling import poll
 from ..ops.log import librdkafka_logger
 from ..records import TopicPartition
-from .formats import Checkpoint, Heartbeat, decode_offset_sync, encode_checkpoint, encode_heartbeat
+from .formats import (Checkpoint, Heartbeat, decode_continues, decode_offset_sync, encode_checkpoint,
+                      encode_heartbeat)
 from .offset_syncs import ensure_topic
 from .translate import read_checkpoints
 
@@ -63,7 +64,10 @@ class OffsetSyncStore:
         #: Source partitions whose target partition went back since the checkpoints last looked.
         self.reset: Set[TopicPartition] = set()
 
-    def add(self, tp: TopicPartition, upstream: int, downstream: int) -> None:
+    def add(self, tp: TopicPartition, upstream: int, downstream: int,
+            continues: Optional[Tuple[int, int]] = None) -> None:
+        """One sync; ``continues``: the sync its writer says it follows without a break (its
+        header), the only case in which the stretch from the one before is contiguous."""
         syncs = self._syncs.setdefault(tp, [])
         if syncs and downstream < syncs[-1][1]:
             # The target partition went back (recreated, or truncated): nothing before holds. (A
@@ -75,8 +79,10 @@ class OffsetSyncStore:
             del syncs[bisect.bisect_left(syncs, (upstream, -1)):]
         if syncs:
             before_up, before_down, _ = syncs[-1]
-            # A stretch across a rewind is never taken for a contiguous one.
-            syncs[-1] = (before_up, before_down, not rewound and upstream - before_up == downstream - before_down)
+            # Only what the writer vouches for, and never across a rewind: a sync lost or not
+            # ours (Kafka's MirrorMaker 2, an owner before a rebalance) breaks the chain.
+            syncs[-1] = (before_up, before_down, not rewound and continues == (before_up, before_down)
+                         and upstream - before_up == downstream - before_down)
         syncs.append((upstream, downstream, False))
         if len(syncs) > SYNCS_KEPT:
             self._thin(syncs)
@@ -108,7 +114,8 @@ class OffsetSyncStore:
                     done = True  # at the end, or the topic is not there yet: the next update reads on
                     continue
                 sync = decode_offset_sync(msg.key(), msg.value())
-                self.add(TopicPartition(sync.topic, sync.partition), sync.upstream_offset, sync.downstream_offset)
+                self.add(TopicPartition(sync.topic, sync.partition), sync.upstream_offset, sync.downstream_offset,
+                         decode_continues(msg.headers()))
             if done:
                 return
 
@@ -142,6 +149,24 @@ def more_recent(checkpoint: Checkpoint, last: Optional[Checkpoint]) -> bool:
     if last is None or checkpoint.upstream_offset < last.upstream_offset:
         return True
     return checkpoint.downstream_offset > last.downstream_offset
+
+
+def selected_groups(admin, options) -> List[str]:
+    """The source's consumer groups that ``--groups`` and ``--groups.exclude`` select."""
+    include, exclude = options.groups_pattern, options.groups_exclude_pattern
+    listed = admin.list_consumer_groups(request_timeout=REQUEST_TIMEOUT_S).result()
+    return sorted(g.group_id for g in listed.valid
+                  if include.fullmatch(g.group_id) and not exclude.fullmatch(g.group_id))
+
+
+def has_active_members(admin, group: str) -> bool:
+    """Whether ``group`` has members on ``admin``'s cluster: its offsets are then its own."""
+    try:
+        described = admin.describe_consumer_groups([group], request_timeout=REQUEST_TIMEOUT_S)[group].result()
+    except KafkaException:
+        return False  # not there yet
+    return described.state not in (ConsumerGroupState.EMPTY, ConsumerGroupState.DEAD,
+                                   ConsumerGroupState.UNKNOWN) or bool(described.members)
 
 
 class ConsumerFailover:
@@ -188,10 +213,7 @@ class ConsumerFailover:
             self._created.add(topic)
 
     def _groups(self) -> List[str]:
-        include, exclude = self._options.groups_pattern, self._options.groups_exclude_pattern
-        listed = self._source.list_consumer_groups(request_timeout=REQUEST_TIMEOUT_S).result()
-        return sorted(g.group_id for g in listed.valid
-                      if include.fullmatch(g.group_id) and not exclude.fullmatch(g.group_id))
+        return selected_groups(self._source, self._options)
 
     def emit_checkpoints(self) -> int:
         """Checkpoints: source groups' offsets translated to the target's, written when they moved."""
@@ -318,13 +340,7 @@ class ConsumerFailover:
         return moved
 
     def _active_on_target(self, group: str) -> bool:
-        try:
-            described = self._target.describe_consumer_groups([group],
-                                                               request_timeout=REQUEST_TIMEOUT_S)[group].result()
-        except KafkaException:
-            return False  # not there yet
-        return described.state not in (ConsumerGroupState.EMPTY, ConsumerGroupState.DEAD,
-                                       ConsumerGroupState.UNKNOWN) or bool(described.members)
+        return has_active_members(self._target, group)
 
     def _target_offsets(self, group: str) -> Dict[Tuple[str, int], int]:
         try:

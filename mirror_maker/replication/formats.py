@@ -5,7 +5,7 @@ MirrorMaker 2's own clients (``RemoteClusterUtils``) read what is written here."
 from __future__ import annotations
 
 import struct
-from typing import NamedTuple, Tuple
+from typing import NamedTuple, Optional, Tuple
 
 VERSION = 0
 
@@ -47,6 +47,24 @@ def encode_offset_sync(sync: OffsetSync) -> Tuple[bytes, bytes]:
     """(key, value): key topic, partition; value upstreamOffset, offset (no version header)."""
     return (_string(sync.topic) + struct.pack(">i", sync.partition),
             struct.pack(">qq", sync.upstream_offset, sync.downstream_offset))
+
+
+#: Our header on an offset sync: the (upstream, downstream) of the sync before it, when every
+#: record between the two went to the target one for one (``checkpoints.OffsetSyncStore``
+#: interpolates only then). MirrorMaker 2 reads only the key and the value.
+CONTINUES_HEADER = "kafka-mirror-maker.continues"
+
+
+def encode_continues(previous: Tuple[int, int]) -> bytes:
+    return struct.pack(">qq", *previous)
+
+
+def decode_continues(headers) -> Optional[Tuple[int, int]]:
+    """The sync a sync's headers say it continues, if any."""
+    for name, value in headers or ():
+        if name == CONTINUES_HEADER and value is not None and len(value) == 16:
+            return struct.unpack(">qq", value)
+    return None
 
 
 def decode_offset_sync(key: bytes, value: bytes) -> OffsetSync:

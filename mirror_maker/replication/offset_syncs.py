@@ -13,9 +13,11 @@ Syncs are placed where MirrorMaker 2 places them (the first record, one whenever
 offset moved ``offset.lag.max`` past the last sync, the newest record each time) and on both
 sides of every discontinuity: the last record before a gap and the first after it, a run whose
 records are not one target record each (a handler filtered some or sent some twice) at its first
-and last record, both with its first target offset. So two consecutive syncs with equal source
-and target spans hold a contiguous stretch between them, which ``checkpoints.OffsetSyncStore``
-interpolates exactly; any other pair brackets a gap or such a run, where it stays conservative.
+and last record, both with its first target offset. So two consecutive syncs of one unbroken
+stretch with equal source and target spans hold a contiguous stretch between them: the later one
+says so in a header (``formats.CONTINUES_HEADER``), and ``checkpoints.OffsetSyncStore``
+interpolates exactly there only; any other pair (a gap, such a run, a sync lost, a restart or
+another owner in between, syncs of Kafka's MirrorMaker 2) stays conservative.
 If the end does not match the count (another writer, or records dropped with
 ``--abort.on.send.failure false``), no sync is written for that stretch: a wrong sync would
 translate a group past records it has not read.
@@ -44,7 +46,7 @@ from ..callbacks import client_callback
 from ..clients.admin import REQUEST_TIMEOUT_S
 from ..ops.log import librdkafka_logger
 from ..records import TopicPartition
-from .formats import OffsetSync, encode_offset_sync
+from .formats import CONTINUES_HEADER, OffsetSync, decode_offset_sync, encode_continues, encode_offset_sync
 
 log = logging.getLogger("mirror_maker.replication")
 
@@ -79,10 +81,9 @@ class PartitionSyncs:
         #: record per record, or after a transaction's commit marker).
         self._discontinuous = False
         self.last_synced: Optional[Tuple[int, int]] = None
-        #: The last sync planned, kept across a stretch without syncs (``_restart``), and whether
-        #: one came since it: the next sync then needs a breaker before it (``_emit``).
-        self.written: Optional[Tuple[int, int]] = None
-        self.broken = False
+        #: For each sync of the last plan, the sync before it when the stretch between them is
+        #: contiguous (None: not known to be): written with the sync (``CONTINUES_HEADER``).
+        self.chain: List[Optional[Tuple[int, int]]] = []
 
     def add(self, first: int, last: int, count: int, exact: bool = True) -> None:
         self.runs.append((first, last, count, exact))
@@ -94,29 +95,21 @@ class PartitionSyncs:
 
     def _restart(self) -> None:
         """A stretch without syncs: the next record gets a sync of its own, nothing before it
-        closes a gap, and a breaker goes first."""
+        closes a gap, and nothing after it continues a sync before it."""
         self.previous_upstream, self._closing, self.last_synced = None, None, None
-        self.broken = True
-
-    def lost(self, delivered: Optional[Tuple[int, int]]) -> None:
-        """A sync of this partition was not written: the reader's last one is ``delivered``."""
-        self.written, self.broken = delivered, True
 
     def _emit(self, syncs: List[Tuple[int, int]], upstream: int, downstream: int) -> None:
-        """One sync. After a stretch that got none, the two syncs around it could have equal
-        spans by chance (say 5 offsets compacted away before it and 5 records of another writer
-        in it), which the reader takes for a contiguous stretch: a breaker (the offset before
-        this one, at the target offset after the last sync written) makes their spans unequal,
-        and itself translates conservatively (everything after that sync landed after it)."""
+        """One sync, and whether it continues the one before: in a stretch this writer synced
+        without a break, syncs stand on both sides of every discontinuity, so equal spans mean
+        contiguous; across a break (a restart, another writer's records), spans can be equal by
+        chance (say 5 offsets compacted away and 5 foreign records), so nothing continues there."""
         if self.last_synced == (upstream, downstream):
             return
-        if self.broken and self.written is not None:
-            before_up, before_down = self.written
-            if upstream - 1 > before_up and downstream > before_down + 1:
-                syncs.append((upstream - 1, before_down + 1))
-        self.broken = False
+        before = self.last_synced
+        contiguous = before is not None and upstream - before[0] == downstream - before[1]
         syncs.append((upstream, downstream))
-        self.last_synced = self.written = (upstream, downstream)
+        self.chain.append(before if contiguous else None)
+        self.last_synced = (upstream, downstream)
 
     def plan(self, end: int, lag_max: int, marker: bool = False) -> Optional[List[Tuple[int, int]]]:
         """The syncs (upstream, downstream) of the runs, given the target partition's end once
@@ -131,6 +124,7 @@ class PartitionSyncs:
             self._restart()
             return None if runs else []  # records not ours, and no run of ours to sync: nothing to say
         syncs: List[Tuple[int, int]] = []
+        self.chain = []
 
         def emit(upstream: int, downstream: int) -> None:
             self._emit(syncs, upstream, downstream)
@@ -189,17 +183,15 @@ class OffsetSyncsTopic:
         conf.update({"client.id": "mirror-offset-syncs", "logger": librdkafka_logger("mirror-offset-syncs"),
                      "linger.ms": 100, "enable.idempotence": True})
         self._producer = confluent_kafka.Producer(conf)
-        #: Per source partition, the last sync the topic acknowledged, and the partitions one of
-        #: whose syncs was not written (``take_lost``).
-        self.delivered: Dict[TopicPartition, Tuple[int, int]] = {}
-        self._lost: Dict[TopicPartition, int] = {}
         self._created = False
         #: Asked for at start, answered by the first write: asked only then, the first commit
         #: (often the stop's) would wait for the topic's creation.
         self._creation = request_topic(admin, name, replication_factor)
         self._lock = threading.Lock()
 
-    def write(self, syncs: Iterable[OffsetSync]) -> None:
+    def write(self, syncs: Iterable[Tuple[OffsetSync, Optional[Tuple[int, int]]]]) -> None:
+        """Each sync, with the sync it continues (``PartitionSyncs.chain``) in a header of ours:
+        MirrorMaker 2 reads only the key and value."""
         with self._lock:
             if not self._created:
                 creation = self._creation or request_topic(self._admin, self.name, self._replication_factor)
@@ -207,35 +199,26 @@ class OffsetSyncsTopic:
                 topic_ready(creation, self.name)
                 self._created = True
             count = 0
-            for sync in syncs:
+            for sync, continues in syncs:
                 key, value = encode_offset_sync(sync)
-                self._produce(key, value, self._reported(sync))
+                headers = None if continues is None else [(CONTINUES_HEADER, encode_continues(continues))]
+                self._produce(key, value, headers)
                 count += 1
             self._producer.poll(0)
             if self._metrics is not None:
                 self._metrics.offset_syncs_written(count)
 
-    def _reported(self, sync: OffsetSync):
-        tp = TopicPartition(sync.topic, sync.partition)
+    @client_callback
+    def _delivered(self, err, msg) -> None:
+        if err is not None:  # the next sync does not continue from it: nothing is interpolated across
+            sync = decode_offset_sync(msg.key(), msg.value())
+            log.warning("An offset sync of %s-%d was not written (%s): checkpoints stay conservative until the "
+                        "next ones", sync.topic, sync.partition, err.str())
 
-        @client_callback
-        def delivered(err, _msg) -> None:
-            if err is None:
-                self.delivered[tp] = (sync.upstream_offset, sync.downstream_offset)
-            else:
-                self._lost[tp] = self._lost.get(tp, 0) + 1
-                log.warning("An offset sync of %s-%d was not written (%s): the next one is written so that "
-                            "nothing is translated across the missing one", tp.topic, tp.partition, err.str())
-        return delivered
-
-    def take_lost(self, tps: Iterable[TopicPartition]) -> List[TopicPartition]:
-        """Which of ``tps`` lost a sync since the last call."""
-        return [tp for tp in tps if self._lost.pop(tp, 0)]
-
-    def _produce(self, key: bytes, value: bytes, on_delivery) -> None:
+    def _produce(self, key: bytes, value: bytes, headers) -> None:
         while True:
             try:
-                self._producer.produce(self.name, value, key, 0, on_delivery=on_delivery)
+                self._producer.produce(self.name, value, key, 0, on_delivery=self._delivered, headers=headers)
                 return
             except BufferError:
                 self._producer.poll(0.1)
@@ -332,8 +315,6 @@ class OffsetSyncWriter:
 
     def flushed(self, tps: Iterable[TopicPartition]) -> None:
         """Every record of ``tps`` so far is acknowledged: write their syncs."""
-        for tp in self._topic.take_lost(self._partitions):
-            self._partitions[tp].lost(self._topic.delivered.get(tp))
         busy = [tp for tp in tps if tp in self._partitions and self._partitions[tp].runs]
         if not busy:
             return
@@ -358,7 +339,9 @@ class OffsetSyncWriter:
                                 "this mirror did not write (another writer, or skipped records)",
                                 tp.topic, tp.partition)
                 continue
-            syncs += [OffsetSync(tp.topic, tp.partition, u, d) for u, d in planned]
+            chain = self._partitions[tp].chain
+            syncs += [(OffsetSync(tp.topic, tp.partition, u, d), continues)
+                      for (u, d), continues in zip(planned, chain)]
         if syncs:
             self._topic.write(syncs)
 

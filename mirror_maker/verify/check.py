@@ -59,7 +59,7 @@ def verify(config, handler, options: VerifyOptions = VerifyOptions(), source_nam
     """Compare what ``config``'s mirror copies from its source to its target."""
     report = Report(source_name, target_name, time.time(), sample=options.sample)
     rules = topic_rules(config.replication)
-    in_order = _keeps_partitions(handler)
+    in_order = keeps_partitions(handler)
     custom = None if type(handler) in (DefaultMessageHandler, PartitionPreservingHandler, RawBatchHandler) else handler
     source_admin = admin_client(config.consumer, "mirror-verify-source")
     target_admin = admin_client(config.producer, "mirror-verify-target")
@@ -103,7 +103,7 @@ def verify(config, handler, options: VerifyOptions = VerifyOptions(), source_nam
             TopicPartition(topic.name, p) for topic in topics for p in range(topic.partitions)])
         progress = Progress(sum(end - low for low, end in (*source_bounds.values(), *target_bounds.values())),
                             options.progress)
-        comparison = _Comparison(topics, custom, rules)
+        comparison = _Comparison(topics, custom, rules, in_order and custom is None)
         unfinished = reading.read(source_consumer, source_bounds, comparison.source_record, deadline, options.sample,
                                   progress)
         unfinished |= reading.read(target_consumer, target_bounds, comparison.target_record, deadline,
@@ -112,9 +112,10 @@ def verify(config, handler, options: VerifyOptions = VerifyOptions(), source_nam
     finally:
         source_consumer.close()
         target_consumer.close()
-    report.rows = comparison.rows(source_bounds, target_bounds, unfinished)
+    report.rows = comparison.rows(source_bounds, target_bounds, unfinished, options.sample)
     if options.sample:
-        report.notes.append(f"only the first {options.sample} records of each partition compared (--sample)")
+        report.notes.append(f"only the first {options.sample} records of each partition compared (--sample): "
+                            f"not a proof of the rest")
     report.finished = time.time()
     return report
 
@@ -130,7 +131,7 @@ def _target_topic(custom, topic: str) -> str:
     return named[0]
 
 
-def _keeps_partitions(handler) -> bool:
+def keeps_partitions(handler) -> bool:
     if is_raw_handler(handler):
         if type(handler) is not RawBatchHandler:
             raise ConfigError("verify cannot apply a raw-mode --message.handler (it decides per batch): verify "
@@ -165,7 +166,12 @@ class _Comparison:
     """Where each record read goes: a partition's fingerprints (in order), a target topic's
     multiset, or a topic's latest records by key."""
 
-    def __init__(self, topics: List[_Topic], custom, rules) -> None:
+    def __init__(self, topics: List[_Topic], custom, rules, partitions_kept: bool) -> None:
+        """``partitions_kept``: a key's latest record is compared per partition (a key written to
+        several partitions has a latest record in each)."""
+        self._partitions_kept = partitions_kept
+        #: Per source topic, the records a handler sent to another topic than the one compared.
+        self._strays: Dict[str, int] = {}
         self._topics = {t.name: t for t in topics}
         self._by_target = {t.target: t for t in topics}
         self._custom = custom
@@ -198,8 +204,10 @@ class _Comparison:
         if topic.method == IN_ORDER:
             self._sequences.setdefault((side, tp), Fingerprints()).add(message.offset(), digest)
         elif topic.method == LATEST_BY_KEY:
+            key = message.key()
             self._latest.setdefault(topic.target, compare.LatestByKey()).add(
-                side, message.key(), message.value() is None, digest, where)
+                side, (tp.partition, key) if self._partitions_kept and key is not None else key,
+                message.value() is None, digest, where)
         else:
             multiset = self._multisets.setdefault(topic.target, compare.Multiset())
             (multiset.take_target if side else multiset.add_source)(digest, where)
@@ -208,39 +216,64 @@ class _Comparison:
         ts_type, ts = message.timestamp()
         record = ConsumerRecord(tp.topic, tp.partition, message.offset(), None if ts_type == _NO_TIMESTAMP else ts,
                                 message.key(), message.value(), message.headers() or [])
+        compared = self._topics[tp.topic].target
         for out in self._custom.handle(record) or ():
-            target = self._remote(out.topic)
-            self._multisets.setdefault(target, compare.Multiset()).add_source(
+            if self._remote(out.topic) != compared:  # not read on the target: never passed unseen
+                self._strays[tp.topic] = self._strays.get(tp.topic, 0) + 1
+                continue
+            self._multisets.setdefault(compared, compare.Multiset()).add_source(
                 fingerprint(out.key, out.value, out.headers, None), (tp.partition, message.offset()))
 
-    def rows(self, source_bounds, target_bounds, unfinished) -> List[Row]:
+    def rows(self, source_bounds, target_bounds, unfinished, sample: Optional[int] = None) -> List[Row]:
+        """One row per partition compared in order (a target partition the source lacks too),
+        one per topic otherwise; what was not read to its end is compared only as far as both
+        sides were read, and never passed."""
         rows = []
         for topic in self._topics.values():
             source_tps = [TopicPartition(topic.name, p) for p in range(topic.partitions)]
             target_tps = sorted(tp for tp in target_bounds if tp.topic == topic.target)
             if topic.method == IN_ORDER:
-                for tp in source_tps:
-                    remote = TopicPartition(topic.target, tp.partition)
-                    source = self._sequences.get((0, tp), Fingerprints())
-                    target = self._sequences.get((1, remote), Fingerprints())
-                    low = source_bounds[tp][0]
-                    target_low = target_bounds.get(remote, (0, 0))[0]
-                    row = Row(topic.name, tp.partition, topic.target, topic.method,
-                              [(tp.partition, *source_bounds[tp])],
-                              [(tp.partition, *target_bounds[remote])] if remote in target_bounds else [],
-                              len(source), len(target), source.digest(), target.digest(),
-                              compare.in_order(source, target, source_trimmed=low > 0, target_trimmed=target_low > 0),
-                              [f"{t.topic}-{t.partition}" for t in (tp, remote) if t in unfinished])
-                    rows.append(row)
+                for partition in sorted({p for p in range(topic.partitions)} | {tp.partition for tp in target_tps}):
+                    rows.append(self._in_order_row(topic, partition, source_bounds, target_bounds, unfinished, sample))
                 continue
-            if topic.method == LATEST_BY_KEY:
+            cut = [f"{t.topic}-{t.partition}" for t in (*source_tps, *target_tps) if t in unfinished]
+            if cut or sample:
+                outcome = compare.Outcome()  # a multiset read in part says nothing of the rest
+                outcome.not_compared.append("not read to the end on both sides: not compared")
+            elif topic.method == LATEST_BY_KEY:
                 outcome = self._latest.get(topic.target, compare.LatestByKey()).finish()
             else:
                 outcome = self._multisets.get(topic.target, compare.Multiset()).finish()
+            if self._strays.get(topic.name):
+                outcome.not_compared.append(f"{self._strays[topic.name]} records the handler sent to other topics "
+                                            f"than {topic.target}: not compared")
             rows.append(Row(topic.name, None, topic.target, topic.method,
                             [(tp.partition, *source_bounds[tp]) for tp in source_tps],
                             [(tp.partition, *target_bounds[tp]) for tp in target_tps],
                             sum(self._counts.get((0, tp), 0) for tp in source_tps),
-                            sum(self._counts.get((1, tp), 0) for tp in target_tps), outcome=outcome,
-                            unfinished=[f"{t.topic}-{t.partition}" for t in (*source_tps, *target_tps) if t in unfinished]))
+                            sum(self._counts.get((1, tp), 0) for tp in target_tps), outcome=outcome, unfinished=cut))
         return rows
+
+    def _in_order_row(self, topic: _Topic, partition: int, source_bounds, target_bounds, unfinished,
+                      sample: Optional[int]) -> Row:
+        tp, remote = TopicPartition(topic.name, partition), TopicPartition(topic.target, partition)
+        source = self._sequences.get((0, tp), Fingerprints())
+        target = self._sequences.get((1, remote), Fingerprints())
+        cut = [side for side, t, read in ((0, tp, source), (1, remote, target))
+               if t in unfinished or (sample is not None and len(read) >= sample)]
+        compared_source, compared_target = source, target
+        if cut:  # as far as the sides read only in part were read
+            limit = min(len(source if side == 0 else target) for side in cut)
+            compared_source, compared_target = source.prefix(limit), target.prefix(limit)
+        low = source_bounds[tp][0] if tp in source_bounds else 0
+        target_low, target_end = target_bounds.get(remote, (0, 0))
+        outcome = compare.in_order(compared_source, compared_target, source_trimmed=low > 0,
+                                   target_trimmed=target_low > 0)
+        if cut and sample is not None and not any(t in unfinished for t in (tp, remote)):
+            outcome.not_compared.append(f"records after the first {sample} not compared (--sample)")
+        return Row(topic.name, partition, topic.target, topic.method,
+                   [(partition, *source_bounds[tp])] if tp in source_bounds else [],
+                   [(partition, target_low, target_end)] if remote in target_bounds else [],
+                   len(source), len(target), source.digest(), target.digest(), outcome,
+                   [f"{t.topic}-{t.partition}" for t in (tp, remote) if t in unfinished],
+                   (source, target, target_end))

@@ -50,6 +50,23 @@ class Fingerprints:
         run = bisect.bisect_right(self._runs_at, index) - 1
         return self._runs_offset[run] + index - self._runs_at[run]
 
+    def prefix(self, count: int) -> "Fingerprints":
+        """The first ``count`` records (a side read only that far)."""
+        if count >= len(self):
+            return self
+        cut = Fingerprints()
+        for index in range(count):
+            cut.add(self.offset(index), self.at(index))
+        return cut
+
+    def count_before(self, offset: int) -> int:
+        """How many records have an offset below ``offset``: where a reader at ``offset`` is."""
+        run = bisect.bisect_left(self._runs_offset, offset) - 1
+        if run < 0:
+            return 0
+        ends = self._runs_at[run + 1] if run + 1 < len(self._runs_at) else len(self)
+        return self._runs_at[run] + min(offset - self._runs_offset[run], ends - self._runs_at[run])
+
     def index_of(self, digest: bytes, start: int = 0, stop: Optional[int] = None) -> int:
         """The first record in ``[start, stop)`` with this fingerprint, or -1."""
         end = len(self.digests) if stop is None else min(len(self.digests), stop * SIZE)

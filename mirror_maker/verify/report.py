@@ -31,6 +31,20 @@ class Row:
     outcome: Outcome = field(default_factory=Outcome)
     #: Partitions not read to their end before the deadline.
     unfinished: List[str] = field(default_factory=list)
+    #: In order: both partitions' fingerprints and the target's end, where a reader of the
+    #: source is found on the target (``target_position``); not in the report.
+    sequences: Optional[tuple] = field(default=None, repr=False, compare=False)
+
+    def target_position(self, source_offset: int) -> Optional[int]:
+        """Where a reader at ``source_offset`` on the source resumes on the target: before the
+        target record of the first source record it has not read (after the last one, the
+        target's end). None unless this row was compared in order and holds everything: then
+        the answer is exact, whatever the syncs say."""
+        if self.sequences is None or self.status != "ok":
+            return None
+        source, target, target_end = self.sequences
+        index = source.count_before(source_offset)
+        return target.offset(index) if index < len(target) else target_end
 
     @property
     def status(self) -> str:

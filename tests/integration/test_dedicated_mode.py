@@ -69,7 +69,9 @@ OUTCOME_S = 3 * MIRROR_CLIENT_CHECK_TIMEOUT_S + 60
 STOP_S = 60
 #: ``--verify`` on the file once ours stopped: three flows, each read on both of its clusters.
 VERIFY_S = 120
-OURS_ABC_S = SEED_S + MIRRORED_S + SYNCED_S + 2 * LOOK_S + OUTCOME_S + 30 + STOP_S + VERIFY_S
+#: ``--cutover`` then: three drains (a group join each), the verify, the placements.
+CUTOVER_S = 240
+OURS_ABC_S = SEED_S + MIRRORED_S + SYNCED_S + 2 * LOOK_S + OUTCOME_S + 30 + STOP_S + VERIFY_S + CUTOVER_S
 #: Emptied clusters, the scenario under Kafka's MirrorMaker 2, then ours taking over and the reads.
 THEIRS_S = (FORMAT_TIMEOUT_S + READY_TIMEOUT_S + SEED_S + THEIRS_MIRRORED_S + THEIRS_SYNCED_S + 2 * LOOK_S
             + OUTCOME_S + STOP_S + SEED_S + 120 + STOP_S + 60)
@@ -276,6 +278,13 @@ def ours_abc(abc, tmp_path_factory):
                           capture_output=True, text=True, timeout=VERIFY_S)
     result.extra["verify"] = (done.returncode, done.stdout + done.stderr,
                               json.loads(report.read_text()) if report.exists() else None)
+    report = tmp_path / "cutover.json"
+    done = subprocess.run([sys.executable, str(BIN), str(path), "--cutover", "--report", str(report),
+                           "--timeout.ms", str(CUTOVER_S * 1000 // 4)], capture_output=True, text=True,
+                          timeout=CUTOVER_S)
+    result.extra["cutover"] = (done.returncode, done.stdout + done.stderr,
+                               json.loads(report.read_text()) if report.exists() else None,
+                               abc["B"].committed(GROUP, "A.orders"))
     return result
 
 
@@ -335,6 +344,14 @@ def test_three_clusters_from_one_file(ours_abc, abc):
     assert set(rows) == {("A.orders", 0), ("A.orders", 1), ("A.payments", 0), ("B.orders-b", 0)}, printed
     assert sum(rows["A.orders", p]["source_records"] for p in (0, 1)) == len(ORDERS)
     assert all(row["method"] == "in order" and row["status"] == "ok" for row in rows.values()), printed
+    # --cutover on the same file: every flow drained and verified, the group placed on B where
+    # the checkpoints and the synced offsets already had it.
+    status, printed, report, placed = result.extra["cutover"]
+    assert status == 0 and report is not None, printed[-4000:]
+    assert [flow["complete"] for flow in report["flows"]] == [True, True, True], printed[-4000:]
+    assert {(g["group"], g["target_topic"], g["partition"], g["target_offset"]) for flow in report["flows"]
+            for g in flow["groups"]} == {(GROUP, "A.orders", p, o) for p, o in committed.items()}
+    assert placed == committed
 
 
 def assigned(log: str, flow: str) -> int:

@@ -98,13 +98,12 @@ class _Ends:
 
 class _Topic:
     def __init__(self):
-        self.written, self.delivered = [], {}
+        self.written, self.chained = [], []
 
     def write(self, syncs):
-        self.written += list(syncs)
-
-    def take_lost(self, tps):
-        return []
+        for sync, continues in syncs:
+            self.written.append(sync)
+            self.chained.append(continues)
 
 
 def test_a_transactional_writer_reads_the_end_once_the_markers_are_written():
@@ -126,16 +125,27 @@ def test_a_transactional_writer_reads_the_end_once_the_markers_are_written():
     writer.record(T0, 20, 24, 5)
     ends.high = 50
     writer.flushed([T0])
-    # After the stretch without syncs, a breaker: nothing is interpolated across it.
-    assert [(s.upstream_offset, s.downstream_offset) for s in topic.written[2:]] == [(19, 21), (20, 44), (24, 48)]
+    # After the stretch without syncs, the first one continues nothing: nothing is interpolated across it.
+    assert [(s.upstream_offset, s.downstream_offset) for s in topic.written[2:]] == [(20, 44), (24, 48)]
+    assert topic.chained == [None, (0, 11), None, (20, 44)]
 
 
 def _store(*syncs):
+    """A store of ``syncs``, each saying it continues the one before (equal spans are then
+    contiguous), as one writer's unbroken stretch does."""
     store = OffsetSyncStore.__new__(OffsetSyncStore)
     store._syncs, store.reset = {}, set()
+    before = None
     for upstream, downstream in syncs:
-        store.add(T0, upstream, downstream)
+        store.add(T0, upstream, downstream, before)
+        before = (upstream, downstream)
     return store
+
+
+def _planned(store, syncs: PartitionSyncs, planned) -> None:
+    """What a writer planned, as the store reads it from the topic (each with its header)."""
+    for (upstream, downstream), continues in zip(planned or [], syncs.chain):
+        store.add(T0, upstream, downstream, continues)
 
 
 def test_translation_is_exact_in_a_contiguous_stretch_and_mirror_maker_2s_elsewhere():
@@ -207,8 +217,9 @@ class _Mirror:
             if self.transactional:
                 self.target.append(("marker", None))
             planned = self.syncs.plan(end=len(self.target), lag_max=50, marker=self.transactional)
-            for upstream, downstream in planned or []:
-                self.store.add(T0, upstream, downstream)
+            if self.faults and self.rng.random() < 0.05:
+                continue  # these syncs were lost on their way to the topic
+            _planned(self.store, self.syncs, planned)
         return self
 
     def checks(self):
@@ -260,21 +271,36 @@ def test_no_group_offset_translates_past_a_record_not_read(monkeypatch, seed, tr
         assert translated is not None and translated <= bound, (group_offset, translated, bound)
 
 
-def test_a_stretch_without_syncs_gets_a_breaker_so_equal_spans_around_it_are_not_taken_as_contiguous():
+def test_a_stretch_without_syncs_breaks_the_chain_so_equal_spans_around_it_are_not_taken_as_contiguous():
     """100..104 compacted away, 105..199 mirrored to 100..194 and another writer's 5 records at
     195..199: that stretch has no syncs, and (99 -> 99), (200 -> 200) have equal spans."""
     syncs, store = PartitionSyncs(base=0), _store()
     syncs.add(0, 99, 100)
-    for sync in syncs.plan(end=100, lag_max=1000):
-        store.add(T0, *sync)
+    _planned(store, syncs, syncs.plan(end=100, lag_max=1000))
     syncs.add(105, 199, 95)
     assert syncs.plan(end=200, lag_max=1000) is None  # another writer: no syncs for it
     syncs.add(200, 209, 10)
     planned = syncs.plan(end=210, lag_max=1000)
-    assert planned[0] == (199, 100)  # the breaker: the offset before, after the last sync written
-    for sync in planned:
-        store.add(T0, *sync)
+    assert planned[0] == (200, 200) and syncs.chain[0] is None  # continues nothing
+    _planned(store, syncs, planned)
     assert store.translate(T0, 150) <= 145  # record 150 is at 145
+
+
+def test_a_new_owner_s_first_sync_and_a_sync_after_a_lost_one_continue_nothing_known():
+    """The previous owner's last sync (9 -> 99); 10..11 compacted away, then the new owner's
+    stretch: (16 -> 106) has the same spans. And a writer whose middle syncs were lost: the
+    next one continues a sync the reader never saw."""
+    store = _store((0, 90), (9, 99))
+    fresh = PartitionSyncs(base=104)
+    fresh.add(12, 20, 9)
+    planned = fresh.plan(end=113, lag_max=4)
+    assert fresh.chain[0] is None
+    for (upstream, downstream), continues in list(zip(planned, fresh.chain))[1:]:  # its first sync lost
+        store.add(T0, upstream, downstream, continues)
+    assert store.translate(T0, 12) == 100  # the records 12.. are at 104..: 100..103 read again, nothing skipped
+    lost = _store((10, 100), (13, 103))
+    lost.add(T0, 18, 108, (17, 106))  # (16 -> 105), (17 -> 106) were lost
+    assert lost.translate(T0, 16) == 104 and lost.translate(T0, 17) == 104
 
 
 def test_a_stretch_across_a_rewind_is_never_taken_for_contiguous(monkeypatch):
@@ -364,7 +390,7 @@ def test_the_failover_producers_flush_until_the_stop_s_deadline_and_no_longer(ca
 
         writer = OffsetSyncsTopic("mm2-offset-syncs.b.internal", away, AdminClient(away), None)
         writer._created = True  # as if created before the cluster went away
-        writer.write([OffsetSync("orders", 0, 100, 42)])
+        writer.write([(OffsetSync("orders", 0, 100, 42), None)])
     closing = threading.Thread(target=writer.close, args=(time.monotonic() + 0.3,))
     closing.start()
     closing.join(1.0)  # the deadline, not 5 s more (nothing is ever acknowledged)
@@ -404,9 +430,9 @@ def test_the_offset_syncs_topic_is_asked_for_at_start_and_again_after_a_refusal(
     topic = OffsetSyncsTopic(name, {"bootstrap.servers": "127.0.0.1:1"}, admin, None)
     assert admin.asked == [[(name, 1, {"cleanup.policy": "compact"})]]  # before any write
     with pytest.raises(KafkaException):
-        topic.write([OffsetSync("orders", 0, 100, 42)])
-    topic.write([OffsetSync("orders", 0, 100, 42)])  # asked again: there already is fine
-    topic.write([OffsetSync("orders", 0, 200, 142)])
+        topic.write([(OffsetSync("orders", 0, 100, 42), None)])
+    topic.write([(OffsetSync("orders", 0, 100, 42), None)])  # asked again: there already is fine
+    topic.write([(OffsetSync("orders", 0, 200, 142), (100, 42))])
     assert len(admin.asked) == 2
 
 

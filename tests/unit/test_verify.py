@@ -9,7 +9,8 @@ from mirror_maker.cli import exit_codes
 from mirror_maker.cli.verify import answer
 from mirror_maker.verify import compare
 from mirror_maker.verify.fingerprint import Fingerprints, fingerprint
-from mirror_maker.verify.report import IN_ORDER, Report, Row
+from mirror_maker.records import TopicPartition
+from mirror_maker.verify.report import IN_ORDER, MULTISET, Report, Row
 
 
 def _records(values, offsets=None):
@@ -144,3 +145,88 @@ def test_flows_answer_with_one_status_a_difference_outranking_what_was_not_prove
     printed = capsys.readouterr().out
     assert "A -> C: the target differs from the source in 1 of 1 rows" in printed
     assert answer(reports[:1]) == exit_codes.NOT_PROVEN and answer(reports[2:]) == exit_codes.OK
+
+
+def test_a_reader_s_place_on_the_target_is_the_target_record_of_the_first_source_record_it_has_not_read():
+    # The source has a gap (compaction) at 3-4 and a marker at 8; the target (exactly-once) has
+    # markers at 5 and 9: the same six records at other offsets.
+    source, target = _records(SOURCE[:6], [0, 1, 2, 5, 6, 7]), _records(SOURCE[:6], [0, 1, 2, 3, 4, 6])
+    row = Row("t", 0, "t", IN_ORDER, outcome=compare.in_order(source, target, False, False),
+              sequences=(source, target, 10))
+    assert [row.target_position(x) for x in range(10)] == [0, 1, 2, 3, 3, 3, 4, 6, 10, 10]
+    assert source.count_before(0) == 0 and source.count_before(4) == 3 and source.count_before(100) == 6
+    row.unfinished = ["t-0"]  # not everything compared: no place is exact
+    assert row.target_position(2) is None
+
+
+class _Message:
+    """What verify reads of a consumed record."""
+
+    def __init__(self, offset, value, key=b"k"):
+        self._offset, self._value, self._key = offset, value, key
+
+    def offset(self):
+        return self._offset
+
+    def key(self):
+        return self._key
+
+    def value(self):
+        return self._value
+
+    def headers(self):
+        return None
+
+    def timestamp(self):
+        return (1, 1000)
+
+
+def _comparison(method=IN_ORDER, partitions=1, custom=None):
+    from mirror_maker.verify.check import _Comparison, _Topic
+
+    rules = type("Rules", (), {"remote": staticmethod(lambda name: f"a.{name}")})()
+    return _Comparison([_Topic("t", partitions, "a.t", method, True)], custom, rules, custom is None)
+
+
+def _read(comparison, source, target, target_partitions=(0,)):
+    for offset, value in enumerate(source):
+        comparison.source_record(TopicPartition("t", 0), _Message(offset, value))
+    for partition in target_partitions:
+        for offset, value in enumerate(target):
+            comparison.target_record(TopicPartition("a.t", partition), _Message(offset, value))
+    source_bounds = {TopicPartition("t", 0): (0, len(source))}
+    target_bounds = {TopicPartition("a.t", p): (0, len(target)) for p in target_partitions}
+    return source_bounds, target_bounds
+
+
+def test_a_target_partition_the_source_does_not_have_is_a_row_of_extras():
+    comparison = _comparison()
+    bounds = _read(comparison, SOURCE[:5], SOURCE[:5], target_partitions=(0, 1))
+    rows = comparison.rows(*bounds, unfinished=set())
+    assert [(row.partition, row.status) for row in rows] == [(0, "ok"), (1, "differs")]
+    assert rows[1].outcome.counts == {"extra": 5}
+
+
+def test_a_side_not_read_to_its_end_is_compared_as_far_as_it_was_read_and_never_passed():
+    comparison = _comparison()
+    bounds = _read(comparison, SOURCE[:10], SOURCE[:4])  # the target read only 4 of its 10 by the deadline
+    row, = comparison.rows(*bounds, unfinished={TopicPartition("a.t", 0)})
+    assert row.status == "not proven" and not row.outcome.differs and row.outcome.matched == 4
+    sampled, = _comparison().rows(*_read(_comparison(), [], []), unfinished=set(), sample=3)
+    comparison = _comparison()
+    row, = comparison.rows(*_read(comparison, SOURCE[:3], SOURCE[:3]), unfinished=set(), sample=3)
+    assert row.status == "not proven" and "not compared (--sample)" in row.outcome.not_compared[0]
+    assert sampled.status == "ok"  # an empty partition is all there is
+
+
+def test_records_a_handler_sends_to_a_topic_not_compared_are_never_passed():
+    from mirror_maker.records import ProducerRecord
+
+    class Renaming:
+        def handle(self, record):
+            return [ProducerRecord("elsewhere", record.value, record.key)]
+
+    comparison = _comparison(MULTISET, custom=Renaming())
+    row, = comparison.rows(*_read(comparison, SOURCE[:5], []), unfinished=set())
+    assert row.status == "not proven" and "5 records the handler sent to other topics than a.t" in \
+        row.outcome.not_compared[0]
