@@ -67,6 +67,7 @@ sys.path.insert(0, str(HERE))
 
 from brokers import KINDS, PARTITIONS, Brokers  # noqa: E402
 from cpu_split import CpuSplit, thread_shares  # noqa: E402
+from failover import failover  # noqa: E402
 from goals import COPY, INGEST, ONE_STREAM, RAW, SPARK_TWO, TWO_STREAMS, copy_label  # noqa: E402
 from mirror_maker.embedded import die_with_parent  # noqa: E402
 
@@ -119,6 +120,8 @@ RAW_GOAL = (100, 5_000_000, "lz4")
 #: heartbeats, syncs), tasks.max 1.
 DEDICATED = (1000, 200_000, "lz4")
 DEDICATED_STEADY = 10_000_000
+#: FAILOVER (failover.py): 100 B records over the source topic's partitions (20,000 each).
+FAILOVER_RECORDS = 20_000 * PARTITIONS
 RECORD_PATH = (100, 1_000_000, "lz4")
 RECORD_PATH_SOURCES = {
     "LogAppendTime": {"message.timestamp.type": "LogAppendTime"},
@@ -557,6 +560,10 @@ class Bench:
                 section["record_path"] = self.record_path(brokers)
             if kind == "kafka" and self.args.dedicated:
                 section["dedicated"] = self.dedicated(brokers)
+            if kind == "kafka" and self.args.failover:
+                print(f"\n== {kind}: consumer failover, ours against Kafka's MirrorMaker 2", flush=True)
+                section["failover"] = failover(brokers, self.work, ROOT, seed, brokers.create_topic, tree_cpu,
+                                               FAILOVER_RECORDS // 10 if self.args.quick else FAILOVER_RECORDS)
 
     def backlog(self, brokers: Brokers, size: int, compression: str, count: int) -> int:
         """The records a workload seeds: enough for a whole window on Kafka, what Tansu holds."""
@@ -1022,6 +1029,8 @@ def main() -> None:
                         help="raw mode's record path rows on Kafka (RECORD_PATH_SOURCES)")
     parser.add_argument("--no-dedicated", dest="dedicated", action="store_false",
                         help="skip the dedicated mode's row on Kafka (DEDICATED: ours against MirrorMaker 2)")
+    parser.add_argument("--no-failover", dest="failover", action="store_false",
+                        help="skip the consumer failover row on Kafka (failover.py: ours against MirrorMaker 2)")
     parser.add_argument("--skip-growth", action="store_true")
     parser.add_argument("--skip-profile", action="store_true")
     parser.add_argument("--quick", action="store_true", help="a tenth of the records, one run (a smoke test)")
@@ -1048,7 +1057,8 @@ def main() -> None:
     from report import write_report  # noqa: E402  (matplotlib only when a report is written)
 
     partial = bool(args.only or args.sizes != parser.get_default("sizes") or args.quick or args.skip_growth
-                   or args.skip_profile or not args.dedicated or not args.pinned or args.count is not None
+                   or args.skip_profile or not args.dedicated or not args.failover or not args.pinned
+                   or args.count is not None
                    or args.limits != parser.get_default("limits")
                    or args.brokers != parser.get_default("brokers"))
     paths = write_report(report, HERE / "results", partial)

@@ -119,6 +119,10 @@ def _table(kind: str, section: dict, machine: dict) -> list:
         lines += _dedicated(section["dedicated"], TITLES.get(kind, kind))
     if section.get("pinned"):
         lines += _pinned(section["pinned"], TITLES.get(kind, kind))
+    if section.get("failover"):
+        from failover import table
+
+        lines += table(section["failover"])
     spark = _rows_with(section, "startup_s")
     if spark:
         lines += ["", f"### Spark mode on {TITLES.get(kind, kind)} (local mode, one JVM and one Python process "

@@ -180,14 +180,20 @@ def cutover(path: str, clusters: Optional[List[str]], report_file: Optional[str]
     from ..dedicated.takeover import take_over
     from ..engine.runner import load_plugins
     from .cutover import answer
+    from .verify import show
 
     options, results = CutoverOptions((timeout_ms or 600000) / 1000.0), []
-    for flow in _enabled_flows(path, clusters, "cut over"):
-        take_over(flow)  # a flow Kafka's MirrorMaker 2 ran drains from where it left it
-        handler, listener = load_plugins(flow.config)
-        results.append(cutover_flow(flow.config, handler, listener, options, flow.source, flow.target))
-        if not results[-1].complete:
-            break
+    try:
+        for flow in _enabled_flows(path, clusters, "cut over"):
+            take_over(flow)  # a flow Kafka's MirrorMaker 2 ran drains from where it left it
+            handler, listener = load_plugins(flow.config)
+            results.append(cutover_flow(flow.config, handler, listener, options, flow.source, flow.target))
+            if not results[-1].complete:
+                break
+    except BaseException:
+        if results:  # the flows cut over before the failure are reported all the same
+            show(results, report_file)
+        raise
     return answer(results, report_file)
 
 

@@ -24,21 +24,26 @@ class Drained:
     failure: Optional[str] = None
     #: Records the target had not acknowledged when the stop's deadline passed.
     unacknowledged: int = 0
+    #: Streams still waiting (to flush or commit) when the stop's deadline passed.
+    unfinished: int = 0
     #: Cluster -> seconds it had been unreachable when the drain stopped.
     unreachable: Dict[str, float] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
-        return self.status == 0 and self.caught_up and not self.unacknowledged
+        return self.status == 0 and self.caught_up and not self.unacknowledged and not self.unfinished
 
     def describe(self, seconds: float) -> str:
-        away = "".join(f" (the {side} cluster unreachable for {s:.0f} s)" for side, s in sorted(self.unreachable.items()))
+        away = "".join(f" (the {side} cluster unreachable for {seconds_away:.0f} s)"
+                       for side, seconds_away in sorted(self.unreachable.items()))
         if self.failure is not None:
             return f"the drain failed: {self.failure}"
         if self.status:
             return f"the drain was stopped (exit {self.status})"
         if not self.caught_up:
             return f"not drained within --timeout.ms ({seconds:.0f} s): {self.lag} records still to mirror{away}"
+        if self.unfinished and not self.unacknowledged:
+            return f"not drained: {self.unfinished} streams had not committed when --shutdown.timeout.ms passed{away}"
         if self.unacknowledged:
             return (f"not drained: {self.unacknowledged} records not acknowledged by the target before "
                     f"--shutdown.timeout.ms{away}")
@@ -61,5 +66,5 @@ def drain(config, handler, listener, deadline: float) -> Drained:
     failure, totals = mirror.state.failure, mirror.snapshot()
     stopped = failure is not None or mirror.state.stop_signal is not None
     return Drained(mirror.exit_status() if stopped else 0, mirror.caught_up, int(totals.get("lag", 0)),
-                   None if failure is None else str(failure), mirror.undelivered + mirror.unfinished,
+                   None if failure is None else str(failure), mirror.undelivered, mirror.unfinished,
                    dict(totals.get("unreachable") or {}))

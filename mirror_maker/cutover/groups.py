@@ -66,6 +66,11 @@ def committed_offsets(admin, options, topics: Optional[Iterable[str]], own: Iter
         raise ClientFailed(f"cannot read the source's consumer groups: {exc.args[0].str()}") from None
 
 
+def active_on_source(admin, groups: Iterable[str]) -> List[str]:
+    """The groups that still have members on the source: their consumers have not stopped."""
+    return sorted(g for g in groups if has_active_members(admin, g))
+
+
 def groups_moved(before: Committed, after: Committed) -> List[str]:
     """The groups whose offsets changed between two reads: a consumer still runs on the source."""
     return sorted(g for g in set(before) | set(after) if before.get(g) != after.get(g))
@@ -90,13 +95,16 @@ def plan(committed: Committed, rows) -> List[Placement]:
 
 
 def place(target_admin, placements: List[Placement]) -> None:
-    """Commit each group's places on the target, all of a group's partitions at once."""
+    """Commit each group's places on the target, all of a group's partitions at once, and only
+    when every one of them can be placed."""
     by_group: Dict[str, List[Placement]] = {}
     for placement in placements:
         by_group.setdefault(placement.group, []).append(placement)
     for group, places in sorted(by_group.items()):
         ready = [p for p in places if p.ok]
-        if not ready:
+        if len(ready) < len(places):  # half a group placed would start its other partitions anywhere
+            for p in ready:
+                p.result = "not placed: another partition of the group cannot be placed"
             continue
         if has_active_members(target_admin, group):
             for p in ready:

@@ -59,6 +59,7 @@ class OffsetSyncStore:
                      "logger": librdkafka_logger("mirror-offset-syncs-reader")})
         self._consumer = confluent_kafka.Consumer(conf)
         self._consumer.assign([KafkaTopicPartition(topic, 0, confluent_kafka.OFFSET_BEGINNING)])
+        self._topic = topic
         #: Per source partition: (upstream, downstream, contiguous up to the next sync), by upstream.
         self._syncs: Dict[TopicPartition, List[Tuple[int, int, bool]]] = {}
         #: Source partitions whose target partition went back since the checkpoints last looked.
@@ -118,6 +119,19 @@ class OffsetSyncStore:
                          decode_continues(msg.headers()))
             if done:
                 return
+
+    def update_to_end(self, timeout_s: float) -> bool:
+        """Read up to the topic's end as it is now (a final round must see the last syncs, not
+        only what one poll brings); whether it got there within ``timeout_s``."""
+        deadline = time.monotonic() + timeout_s
+        _low, end = self._consumer.get_watermark_offsets(KafkaTopicPartition(self._topic, 0), timeout=timeout_s,
+                                                         cached=False)
+        while time.monotonic() < deadline:
+            position = self._consumer.position([KafkaTopicPartition(self._topic, 0)])[0].offset
+            if position >= end:
+                return True
+            self.update(max(0.0, deadline - time.monotonic()))
+        return False
 
     def partitions(self) -> List[TopicPartition]:
         return list(self._syncs)

@@ -99,6 +99,10 @@ def in_order(source: Fingerprints, target: Fingerprints, source_trimmed: bool = 
     missing first records are then not comparable rather than missing."""
     outcome = Outcome()
     i = j = 0
+    if source_trimmed and not len(source) and len(target):  # retention emptied the source
+        outcome.not_compared.append(f"{len(target)} target records, and the source's log holds none any more: "
+                                    f"removed from the source, not comparable")
+        return outcome
     if len(source) and len(target) and source.at(0) != target.at(0):
         if source_trimmed and (k := target.index_of(source.at(0))) > 0:
             outcome.not_compared.append(f"{k} target records before the source's log start (offset "

@@ -28,16 +28,20 @@ Bounds = Dict[TopicPartition, Tuple[int, int]]
 OnRecord = Callable[[TopicPartition, "confluent_kafka.Message"], None]
 
 
-def consumer_for(conf: Dict[str, str], client_id: str) -> "confluent_kafka.Consumer":
+def consumer_for(conf: Dict[str, str], client_id: str,
+                 isolation: str = "read_committed") -> "confluent_kafka.Consumer":
+    """``isolation``: read_committed reads and ends at the last stable offset (librdkafka asks
+    ListOffsets with it); read_uncommitted gives the high watermark."""
     settings = connection_settings(conf)
     settings.update({"group.id": client_id, "client.id": client_id, "enable.auto.commit": False,
-                     "enable.partition.eof": True, "isolation.level": "read_committed",
+                     "enable.partition.eof": True, "isolation.level": isolation,
                      "auto.offset.reset": "earliest", "logger": librdkafka_logger(client_id)})
     return confluent_kafka.Consumer(settings)
 
 
 def watermarks(consumer, partitions) -> Bounds:
-    """Each partition's (log start, end) now."""
+    """Each partition's (log start, end) now; the end is the last stable offset for a
+    read_committed consumer."""
     bounds: Bounds = {}
     for tp in partitions:
         try:
@@ -46,6 +50,17 @@ def watermarks(consumer, partitions) -> Bounds:
         except confluent_kafka.KafkaException as exc:
             raise ClientFailed(f"cannot read the offsets of {tp.topic}-{tp.partition}: {exc.args[0].str()}") from None
     return bounds
+
+
+def open_transactions(conf: Dict[str, str], stable: Bounds, client_id: str) -> Dict[TopicPartition, int]:
+    """The partitions of ``stable`` (read_committed ends) whose high watermark is past that end: a
+    transaction is open there, and what follows it is not readable yet (its last stable offset)."""
+    consumer = consumer_for(conf, client_id, "read_uncommitted")
+    try:
+        high = watermarks(consumer, list(stable))
+    finally:
+        consumer.close()
+    return {tp: stable[tp][1] for tp in stable if high[tp][1] > stable[tp][1]}
 
 
 def read(consumer, bounds: Bounds, on_record: OnRecord, deadline: float, sample: Optional[int] = None,

@@ -140,3 +140,23 @@ def test_retention_on_the_target_alone_is_not_proven(tmp_path, source, target, f
     done = _verify(files, topic, *KEEP)
     assert done.returncode == 4, done.stdout + done.stderr
     assert "not compared: source offsets 0 to 39: the target's log starts at offset 40" in done.stdout
+
+
+def test_an_open_transaction_on_the_source_is_not_proven(tmp_path, source, target, files):
+    """Records committed after an open transaction are not readable until it ends: not passed."""
+    topic = source.create_topic("open-txn", partitions=1)
+    target.create_topic(name=topic, partitions=1)
+    records = make_records(30)
+    source.seed(topic, records)
+    target.seed(topic, records)
+    producer = Producer({"bootstrap.servers": source.bootstrap, "transactional.id": unique("open")})
+    producer.init_transactions(30)
+    producer.begin_transaction()
+    producer.produce(topic, b"not committed yet", partition=0)
+    producer.flush(30)
+    try:
+        done = _verify(files, topic, *KEEP)
+    finally:
+        producer.abort_transaction(30)
+    assert done.returncode == 4, done.stdout + done.stderr
+    assert f"{topic}-0: a transaction is open at offset 30" in done.stdout, done.stdout

@@ -62,7 +62,7 @@ def _cutover(drained=Drained(0, True, 0), differs=False, proven=True, moved=(), 
 
 def test_the_status_names_the_first_step_that_did_not_hold():
     assert _cutover().status() == exit_codes.OK and _cutover().complete
-    assert "cut over: the target holds every record of the source and 1 groups are placed" in _cutover().verdict()
+    assert "cut over: the target holds every record of the source and 1 group is placed" in _cutover().verdict()
     assert _cutover(drained=Drained(255, True, 0, "a record refused")).status() == exit_codes.FATAL
     not_drained = _cutover(drained=Drained(0, False, 120))
     assert not_drained.status() == exit_codes.CUTOVER_INCOMPLETE == 5
@@ -79,3 +79,43 @@ def test_the_status_names_the_first_step_that_did_not_hold():
     unplaced = _cutover(placed=False)
     assert unplaced.status() == exit_codes.CUTOVER_INCOMPLETE and "1 group partitions not placed" in unplaced.verdict()
     assert any("has members on the target" in line for line in unplaced.table())
+
+
+def test_a_group_is_placed_whole_or_not_at_all():
+    from mirror_maker.cutover.groups import place
+
+    class Admin:
+        def alter_consumer_group_offsets(self, requests, request_timeout):
+            raise AssertionError("nothing may be committed")
+
+    placements = [Placement("app", TopicPartition("orders", 0), 3, "A.orders", 3),
+                  Placement("app", TopicPartition("events", 0), 9, "", None, "not placed: compacted")]
+    place(Admin(), placements)
+    assert placements[0].result == "not placed: another partition of the group cannot be placed"
+
+
+def test_a_signal_during_the_checks_stops_before_placing_and_during_the_placement_after_it():
+    import os
+    import signal
+
+    from mirror_maker.cutover.flow import _Stopped, _StopBeforePlacing
+
+    stop, placed = _StopBeforePlacing(), []
+    with stop:
+        try:
+            os.kill(os.getpid(), signal.SIGTERM)
+            for _ in range(1000):  # the handler runs between two bytecodes
+                placed.append("checked")
+        except _Stopped as stopped:
+            assert stopped.signum == signal.SIGTERM and len(placed) < 1000
+        placed.clear()
+        try:
+            with stop.deferred():
+                os.kill(os.getpid(), signal.SIGINT)
+                placed += ["group"] * 1000
+        except _Stopped as stopped:
+            assert stopped.signum == signal.SIGINT and len(placed) == 1000  # the placement finished first
+    assert signal.getsignal(signal.SIGTERM) is not stop._handle
+    stopped = _cutover()
+    stopped.stopped = signal.SIGTERM
+    assert stopped.status() == exit_codes.SIGTERM and "stopped by SIGTERM after placing 1 group" in stopped.verdict()

@@ -230,3 +230,9 @@ def test_records_a_handler_sends_to_a_topic_not_compared_are_never_passed():
     row, = comparison.rows(*_read(comparison, SOURCE[:5], []), unfinished=set())
     assert row.status == "not proven" and "5 records the handler sent to other topics than a.t" in \
         row.outcome.not_compared[0]
+
+
+def test_a_source_emptied_by_retention_leaves_the_target_s_records_uncompared_not_extra():
+    outcome = compare.in_order(_records([]), _records(SOURCE[:3]), source_trimmed=True)
+    assert not outcome.differs and "the source's log holds none any more" in outcome.not_compared[0]
+    assert compare.in_order(_records([]), _records(SOURCE[:3])).counts == {"extra": 3}
