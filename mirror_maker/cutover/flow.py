@@ -26,7 +26,7 @@ from ..records import TopicPartition
 from ..replication.policies import topic_rules
 from ..verify import reading
 from ..verify.check import VerifyOptions, keeps_partitions, verify
-from ..verify.report import Report
+from ..verify.report import Report, aligned
 from .drain import Drained, drain
 from .groups import Placement, active_on_source, committed_offsets, groups_moved, place, plan
 
@@ -108,8 +108,7 @@ class Cutover:
             rows = [header] + [(p.group, p.source.topic, str(p.source.partition), str(p.source_offset),
                                 p.target_topic, "-" if p.target_offset is None else str(p.target_offset), p.result)
                                for p in self.placements]
-            widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
-            lines += ["  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in rows]
+            lines += aligned(rows)
         lines += [f"{self.source} -> {self.target}: {problem}" for problem in self.moved + self.problems]
         lines.append(f"{self.source} -> {self.target}: {self.verdict()}")
         return lines
@@ -154,7 +153,7 @@ def _check_and_place(config, handler, options: CutoverOptions, result: Cutover, 
     source_admin = admin_client(config.consumer, "mirror-cutover-source")
     target_admin = admin_client(config.producer, "mirror-cutover-target")
     own = {config.group_id, config.exactly_once_group}
-    before = committed_offsets(source_admin, config.replication, None, own)
+    before = committed_offsets(source_admin, config.replication, own)
     failover = config.replication.emit_checkpoints and config.replication.emit_offset_syncs
     if failover:
         _final_checkpoints(config, rules, source_admin, target_admin, deadline)
@@ -162,7 +161,7 @@ def _check_and_place(config, handler, options: CutoverOptions, result: Cutover, 
                                                             options.progress), result.source, result.target)
     # A source still written to explains a target that differs (records written after the drain).
     result.moved = _source_moved(config, result.verified)
-    after = committed_offsets(source_admin, config.replication, None, own)
+    after = committed_offsets(source_admin, config.replication, own)
     result.moved += [f"group {g} committed on the source during the cutover: stop its consumers, then run "
                      f"cutover again" for g in groups_moved(before, after)]
     result.moved += [f"group {g} still has members on the source: stop its consumers, then run cutover again"

@@ -46,11 +46,10 @@ class Placement:
                 "target_offset": self.target_offset, "result": self.result}
 
 
-def committed_offsets(admin, options, topics: Optional[Iterable[str]], own: Iterable[str]) -> Committed:
-    """The committed offsets in ``topics`` (None: all) of every group ``--groups`` selects but
-    the mirror's ``own`` (its group on the source, and the one holding an exactly-once mirror's
-    offsets)."""
-    wanted, skipped = None if topics is None else set(topics), set(own)
+def committed_offsets(admin, options, own: Iterable[str]) -> Committed:
+    """The committed offsets of every group ``--groups`` selects but the mirror's ``own`` (its
+    group on the source, and the one holding an exactly-once mirror's offsets)."""
+    skipped = set(own)
     try:
         groups = [g for g in selected_groups(admin, options) if g not in skipped]
         committed: Committed = {}
@@ -58,7 +57,7 @@ def committed_offsets(admin, options, topics: Optional[Iterable[str]], own: Iter
             answer = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)],
                                                        request_timeout=REQUEST_TIMEOUT_S)[group].result()
             offsets = {TopicPartition(tp.topic, tp.partition): tp.offset for tp in answer.topic_partitions or []
-                       if (wanted is None or tp.topic in wanted) and tp.offset >= 0}
+                       if tp.offset >= 0}
             if offsets:
                 committed[group] = offsets
         return committed

@@ -116,8 +116,7 @@ class Report:
                              row.method, _ranges(row.source_ranges, row.partition),
                              _ranges(row.target_ranges, row.partition), str(row.source_records),
                              str(row.target_records), row.result()) for row in self.rows]
-        widths = [max(len(line[i]) for line in lines) for i in range(len(header))]
-        text = ["  ".join(cell.ljust(width) for cell, width in zip(line, widths)).rstrip() for line in lines]
+        text = aligned(lines)
         for row in self.rows:
             name = row.topic if row.partition is None else f"{row.topic}-{row.partition}"
             text += [f"{name}: {d.describe()}" for d in row.outcome.differences]
@@ -126,6 +125,12 @@ class Report:
         text += [f"note: {note}" for note in self.notes]
         text.append(f"{self.source} -> {self.target}: {self.verdict()}")
         return text
+
+
+def aligned(rows: List[Tuple[str, ...]]) -> List[str]:
+    """``rows`` (a header first) as lines of columns, each as wide as its widest cell."""
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    return ["  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip() for row in rows]
 
 
 def _ranges(ranges: List[Tuple[int, int, int]], partition: Optional[int]) -> str:

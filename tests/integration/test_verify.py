@@ -130,12 +130,18 @@ def test_a_compacted_topic_is_compared_by_each_key_s_latest_record(tmp_path, sou
     assert done.returncode == 3 and "1 different" in done.stdout, done.stdout
 
 
-def test_retention_on_the_target_alone_is_not_proven(tmp_path, source, target, files):
-    topic = source.create_topic("retained", partitions=1)
+def _mirrored_by_hand(source, target, name: str, count: int) -> str:
+    """A one-partition topic with the same ``count`` records on both clusters."""
+    topic = source.create_topic(name, partitions=1)
     target.create_topic(name=topic, partitions=1)
-    records = make_records(200)
+    records = make_records(count)
     source.seed(topic, records)
     target.seed(topic, records)
+    return topic
+
+
+def test_retention_on_the_target_alone_is_not_proven(tmp_path, source, target, files):
+    topic = _mirrored_by_hand(source, target, "retained", 200)
     target.admin().delete_records([KafkaTopicPartition(topic, 0, 40)])[KafkaTopicPartition(topic, 0, 40)].result(30)
     done = _verify(files, topic, *KEEP)
     assert done.returncode == 4, done.stdout + done.stderr
@@ -144,11 +150,7 @@ def test_retention_on_the_target_alone_is_not_proven(tmp_path, source, target, f
 
 def test_an_open_transaction_on_the_source_is_not_proven(tmp_path, source, target, files):
     """Records committed after an open transaction are not readable until it ends: not passed."""
-    topic = source.create_topic("open-txn", partitions=1)
-    target.create_topic(name=topic, partitions=1)
-    records = make_records(30)
-    source.seed(topic, records)
-    target.seed(topic, records)
+    topic = _mirrored_by_hand(source, target, "open-txn", 30)
     producer = Producer({"bootstrap.servers": source.bootstrap, "transactional.id": unique("open")})
     producer.init_transactions(30)
     producer.begin_transaction()
