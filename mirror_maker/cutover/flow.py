@@ -269,10 +269,11 @@ def _checkpoints_off(config, placements: List[Placement], rows) -> List[str]:
 
 
 def _source_moved(config, report: Report) -> List[str]:
-    """The source partitions that grew since verify took their ends: a producer still writes."""
+    """The source partitions that grew since verify took their ends: a producer still writes
+    (the high watermark: a transaction begun since and still open counts too)."""
     ends = {TopicPartition(row.topic, partition): end for row in report.rows
             for partition, _low, end in row.source_ranges}
-    consumer = reading.consumer_for(config.consumer, "mirror-cutover-source")
+    consumer = reading.consumer_for(config.consumer, "mirror-cutover-source", "read_uncommitted")
     try:
         now = reading.watermarks(consumer, list(ends))
     finally:

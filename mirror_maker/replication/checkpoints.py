@@ -124,8 +124,14 @@ class OffsetSyncStore:
         """Read up to the topic's end as it is now (a final round must see the last syncs, not
         only what one poll brings); whether it got there within ``timeout_s``."""
         deadline = time.monotonic() + timeout_s
-        _low, end = self._consumer.get_watermark_offsets(KafkaTopicPartition(self._topic, 0), timeout=timeout_s,
-                                                         cached=False)
+        try:
+            low, end = self._consumer.get_watermark_offsets(KafkaTopicPartition(self._topic, 0), timeout=timeout_s,
+                                                            cached=False)
+        except KafkaException as exc:  # not there (no sync written yet) or not answering
+            log.debug("cannot read the end of %s: %s", self._topic, exc)
+            return False
+        if end <= low:
+            return True  # nothing to read
         while time.monotonic() < deadline:
             position = self._consumer.position([KafkaTopicPartition(self._topic, 0)])[0].offset
             if position >= end:

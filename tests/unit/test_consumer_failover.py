@@ -600,3 +600,23 @@ def test_checkpoints_not_written_until_those_of_before_the_start_are_read(monkey
     failover._ensure = lambda topic: None
     assert failover.emit_checkpoints() == 0 and not failover._loaded
     assert "none is written until they are read" in caplog.text
+
+
+def test_reading_the_syncs_to_their_end_is_done_at_once_when_there_is_nothing_to_read():
+    from confluent_kafka import KafkaError, KafkaException
+
+    class Consumer:
+        def __init__(self, ends):
+            self.ends = ends
+
+        def get_watermark_offsets(self, tp, timeout, cached):
+            if self.ends is None:
+                raise KafkaException(KafkaError(KafkaError.UNKNOWN_TOPIC_OR_PART))
+            return self.ends
+
+    store = _store()
+    store._topic = "mm2-offset-syncs.b.internal"
+    store._consumer = Consumer((5, 5))
+    assert store.update_to_end(60.0) is True  # emptied by compaction or retention: nothing to wait for
+    store._consumer = Consumer(None)
+    assert store.update_to_end(60.0) is False  # no syncs topic: one answer, no wait
