@@ -184,7 +184,9 @@ def test_a_marker_password_in_an_mm2_properties_file_is_never_shown(tmp_path, so
     mirror = MirrorProcess([], tmp_path / "m.log", command=[sys.executable, str(BIN), str(path), "--log.level", "DEBUG"],
                            env={"MM_TEST_SASL_PASSWORD": MARKER})
     try:
-        target.read_values(f"A.{topic}", [r.value for r in records], timeout_s=60)
+        target.read_values(f"A.{topic}", [r.value for r in records], timeout_s=60,
+                           evidence=lambda: "\n".join(line for line in mirror.log().splitlines()
+                                                     if " DEBUG " not in line)[-4000:])
         mirror.wait_for_log("Status A->B:", 15)
         metrics = wait_until(lambda: _scrape(props["metrics.port"]), 15, "/metrics")
         assert "kafka_connect_mirror_mirrorsourceconnector_record_count" in metrics

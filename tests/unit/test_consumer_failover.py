@@ -379,7 +379,7 @@ def test_the_failover_producers_flush_until_the_stop_s_deadline_and_no_longer(ca
     from mirror_maker.replication.offset_syncs import OffsetSyncsTopic
     from mirror_maker.replication.policies import topic_rules
 
-    away = {"bootstrap.servers": "127.0.0.1:1"}  # nothing listens: nothing is ever acknowledged
+    away = {"bootstrap.servers": "127.0.0.1:1", "log_level": 0}  # nothing listens: nothing is ever acknowledged
     if closing == "checkpoints":
         options = ReplicationOptions(policy="default", source_alias="a", emit_heartbeats=True)
         writer = ConsumerFailover(options, topic_rules(options), None, None, None, away)
@@ -427,13 +427,14 @@ def test_the_offset_syncs_topic_is_asked_for_at_start_and_again_after_a_refusal(
 
     name = "mm2-offset-syncs.b.internal"
     admin = CreatingAdmin(KafkaError.CLUSTER_AUTHORIZATION_FAILED, KafkaError.TOPIC_ALREADY_EXISTS)
-    topic = OffsetSyncsTopic(name, {"bootstrap.servers": "127.0.0.1:1"}, admin, None)
+    topic = OffsetSyncsTopic(name, {"bootstrap.servers": "127.0.0.1:1", "log_level": 0}, admin, None)
     assert admin.asked == [[(name, 1, {"cleanup.policy": "compact"})]]  # before any write
     with pytest.raises(KafkaException):
         topic.write([(OffsetSync("orders", 0, 100, 42), None)])
     topic.write([(OffsetSync("orders", 0, 100, 42), None)])  # asked again: there already is fine
     topic.write([(OffsetSync("orders", 0, 200, 142), (100, 42))])
     assert len(admin.asked) == 2
+    topic.close(0.0)  # no producer left retrying 127.0.0.1:1 for the rest of the session
 
 
 def test_an_assignment_asks_for_the_target_s_ends_again_soon_then_less_often():
