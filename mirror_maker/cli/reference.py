@@ -95,14 +95,15 @@ def mm2_properties() -> List[str]:
         if option.required:
             shown = "required"
         owner = "MirrorMaker 2" if prop.mm2 else "ours"
+        same = "ours" if not prop.mm2 else (f"differs: {prop.differs}" if prop.differs else "yes")
         choices = prop.choices or (option.choices if prop.type is None else ())
         doc = _links(prop.doc or option.doc)
         if choices:
             doc += f" One of {', '.join(choices)}."
         return [_code(prop.key), ", ".join(_SCOPES[s] for s in prop.scopes), shown, owner,
-                ", ".join(_code(f) for f in option.flags[:1]), doc]
+                ", ".join(_code(f) for f in option.flags[:1]), doc, same]
 
-    return _table(["Key", "Where", "Default", "Whose", "Command line", "Meaning"],
+    return _table(["Key", "Where (the first that gives it wins)", "Default", "Whose", "Command line", "Meaning", "As in Kafka's MirrorMaker 2"],
                   (row(o) for o in spec.OPTIONS if o.prop is not None))
 
 

@@ -183,6 +183,15 @@ class MirrorProducer:
                 self._wait_for_room(topic, value, key, partition, timestamp, headers,
                                     src_topic, src_partition, src_offset, on_delivery)
                 return
+            if exc.args[0].code() == KafkaError._FATAL:
+                # "Local: Fatal error" names no cause; confluent-kafka's poll() raises the fatal
+                # error with it (a refused producer id, say): that is the run's one line.
+                self._serve(0)
+                if self._state.failed:  # nothing past the last commit is committed: read again, not dropped
+                    self._not_queued()
+                    if on_delivery is not None:
+                        on_delivery(exc.args[0], None)
+                    return
             if (not learnt and exc.args[0].code() == KafkaError._UNKNOWN_PARTITION and partition >= 0
                     and self._learn_partition(topic, partition)):
                 learnt = True  # asked once: a refusal of the retry is taken as any other

@@ -21,7 +21,7 @@ import threading
 from typing import Callable, Dict, Iterable, List, Optional, Tuple
 
 from confluent_kafka import KafkaError, KafkaException
-from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic, ResourceType
+from confluent_kafka.admin import AdminClient, ConfigResource, NewPartitions, NewTopic, ResourceType
 
 from ..errors import ClientFailed
 from .admin import list_topic_partitions, wait_for_answers
@@ -129,20 +129,50 @@ class TargetTopics:
                     short[dst] = (src, target[dst], source[src])
         return short
 
-    def require_partitions(self, mapping: Dict[str, List[str]]) -> None:
-        """Each target topic has at least its source topic's partitions (the raw path keeps
-        partition numbers and cannot repartition): else one clear line."""
+    def require_partitions(self, mapping: Dict[str, List[str]], grow: bool, why: str) -> None:
+        """Each target topic has at least its source topic's partitions, where records keep their
+        partition number (``why``: what keeps it), before a record of a new partition is sent
+        there: grown to the source's count (``grow``: the mirror keeps partitions in line, as
+        MirrorMaker 2 does at each start), else one clear line."""
         try:
             short = self.short_topics(mapping)
         except KafkaException as exc:
             if not self._stopping():
                 log.warning("Cannot compare partition counts now (%s)", exc.args[0].str())
             return
-        if short:
-            dst, (src, target_count, source_count) = min(short.items())
-            raise ClientFailed(f"--use.raw.bytes keeps partition numbers: target topic {dst} has "
-                               f"{target_count} partitions, fewer than the {source_count} of source topic "
-                               f"{src}; add partitions to the target topic")
+        if not short:
+            return
+        if grow:
+            refused = self.grow(short)
+            if refused:
+                dst = min(refused)
+                raise ClientFailed(f"{why} keeps partition numbers, and target topic {dst} cannot grow to the "
+                                   f"{short[dst][2]} partitions of source topic {short[dst][0]}: {refused[dst]}")
+            return
+        dst, (src, target_count, source_count) = min(short.items())
+        raise ClientFailed(f"{why} keeps partition numbers: target topic {dst} has {target_count} partitions, "
+                           f"fewer than the {source_count} of source topic {src}; add partitions to the target "
+                           f"topic (or --refresh.topics.enabled true grows it)")
+
+    def grow(self, short: Dict[str, Tuple[str, int, int]]) -> Dict[str, str]:
+        """Target topics grown to their source topics' partition counts (``short_topics``); the
+        ones that could not grow, with why (one WARN each). A topic grown meanwhile
+        (INVALID_PARTITIONS, as MirrorMaker 2 takes it) has grown."""
+        if not short:
+            return {}
+        futures = self._target.create_partitions([NewPartitions(dst, count) for dst, (_s, _t, count) in short.items()],
+                                                 request_timeout=CREATE_TIMEOUT_S)
+        refused: Dict[str, str] = {}
+        for dst, future in futures.items():
+            try:
+                future.result()
+            except KafkaException as exc:
+                if exc.args[0].code() != KafkaError.INVALID_PARTITIONS:
+                    refused[dst] = exc.args[0].str()
+                    log.warning("Cannot add partitions to target topic %s: %s", dst, refused[dst])
+                continue
+            log.info("Target topic %s grew from %d to %d partitions (as its source topic)", dst, *short[dst][1:])
+        return refused
 
     def retry_pending(self) -> None:
         """Check again the topics an unreachable cluster kept us from checking."""

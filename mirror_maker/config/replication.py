@@ -24,10 +24,16 @@ class ReplicationOptions:
     #: None: MirrorMaker v1 (names unchanged, no MirrorMaker 2 topic rules).
     policy: Optional[str] = _DEFAULTS["policy"]
     separator: str = _DEFAULTS["separator"]
+    internal_separator_enabled: bool = _DEFAULTS["internal_separator_enabled"]
     source_alias: str = _DEFAULTS["source_alias"]
     target_alias: str = _DEFAULTS["target_alias"]
     sync_topic_configs: bool = _DEFAULTS["sync_topic_configs"]
     sync_topic_configs_interval_s: int = _DEFAULTS["sync_topic_configs_interval_s"]
+    #: The dedicated mode: target topics are created with their source topic's configs and grown
+    #: to its partitions whatever the sync options say, as MirrorMaker 2's ``MirrorSourceConnector``
+    #: does at every start (``computeAndCreateTopicPartitions``); the command line does so only
+    #: with --sync.topic.configs.enabled and --refresh.topics.enabled.
+    mirror_maker_2_creation: bool = False
     config_exclude: str = _DEFAULTS["config_exclude"]
     refresh_topics: bool = _DEFAULTS["refresh_topics"]
     refresh_topics_interval_s: int = _DEFAULTS["refresh_topics_interval_s"]
@@ -35,7 +41,7 @@ class ReplicationOptions:
     sync_topic_acls_interval_s: int = _DEFAULTS["sync_topic_acls_interval_s"]
     #: For the target topics the mirror creates (None: the target broker's default).
     replication_factor: Optional[int] = _DEFAULTS["replication_factor"]
-    #: For MirrorMaker 2's internal topics (None: as ``replication_factor``).
+    #: For MirrorMaker 2's internal topics (None: as ``replication_factor``; -1: the broker's default).
     offset_syncs_replication_factor: Optional[int] = _DEFAULTS["offset_syncs_replication_factor"]
     checkpoints_replication_factor: Optional[int] = _DEFAULTS["checkpoints_replication_factor"]
     heartbeats_replication_factor: Optional[int] = _DEFAULTS["heartbeats_replication_factor"]
@@ -56,6 +62,8 @@ class ReplicationOptions:
         """The replication factor of MirrorMaker 2's ``offset-syncs``, ``checkpoints`` or
         ``heartbeats`` topic (None: the broker's default)."""
         own = getattr(self, f"{topic.replace('-', '_')}_replication_factor")
+        if own == -1:
+            return None
         return own if own is not None else self.replication_factor
 
     @property

@@ -36,8 +36,11 @@ STRING, INT, BOOLEAN, FLAG, LIST, CLASS = "string", "int", "boolean", "flag", "l
 
 # mm2.properties scopes.
 TOP, CLUSTER, FLOW = "top", "cluster", "flow"
-CONNECTOR = (TOP, FLOW)
-WORKER = (TOP, CLUSTER)
+#: Where MirrorMaker 2 reads a setting, first scope first (the first that gives it wins).
+#: A connector setting (``MirrorMakerConfig.connectorBaseConfig``): the flow's, else the top level's.
+CONNECTOR = (FLOW, TOP)
+#: A Kafka Connect worker setting (``MirrorMakerConfig.workerConfig``): the target cluster's only.
+WORKER = (CLUSTER,)
 
 #: MirrorMaker 2's ``config.properties.exclude`` default (DefaultConfigPropertyFilter).
 DEFAULT_CONFIG_EXCLUDE = ("follower\\.replication\\.throttled\\.replicas, "
@@ -49,6 +52,11 @@ DEFAULT_GROUPS_EXCLUDE = "console-consumer-.*, connect-.*, __.*"
 #: MirrorMaker 2's DefaultTopicFilter default for ``topics.exclude``.
 DEFAULT_TOPICS_EXCLUDE = ".*[\\-\\.]internal, .*\\.replica, __.*"
 DEFAULT_POLICY = "org.apache.kafka.connect.mirror.DefaultReplicationPolicy"
+#: MirrorMaker 2's default plugin classes: the only ones that can run here.
+DEFAULT_TOPIC_FILTER = "org.apache.kafka.connect.mirror.DefaultTopicFilter"
+DEFAULT_GROUP_FILTER = "org.apache.kafka.connect.mirror.DefaultGroupFilter"
+DEFAULT_CONFIG_FILTER = "org.apache.kafka.connect.mirror.DefaultConfigPropertyFilter"
+DEFAULT_FORWARDING_ADMIN = "org.apache.kafka.clients.admin.ForwardingAdmin"
 
 #: A validator returns what is wrong with a value (``0 is not a positive number``), or None.
 Validator = Callable[[object], Optional[str]]
@@ -60,6 +68,22 @@ def at_least(minimum: int, problem: Optional[str] = None) -> Validator:
     def check(value):
         return None if value >= minimum else f"{value} {problem}"
     check.doc = f"at least {minimum}"
+    return check
+
+
+def replication_factor(value) -> Optional[str]:
+    return None if value == -1 or value >= 1 else f"{value} is not a replication factor (-1: the broker's default)"
+
+
+replication_factor.doc = "at least 1, or -1"
+
+
+def only(accepted: str, why: str) -> Validator:
+    """A Java plugin class: MirrorMaker 2's default is accepted (it is what runs here), another is
+    refused, since running without it would copy something else than the team's file says."""
+    def check(value):
+        return None if value.strip() == accepted else f"{value}: {why}"
+    check.doc = accepted
     return check
 
 
@@ -129,6 +153,11 @@ class Property:
     value: Optional[Callable[[object], object]] = None
     #: False: our extension, not a MirrorMaker 2 setting.
     mm2: bool = True
+    #: Kafka 3.x's deprecated keys of the setting, read where the key itself is not given
+    #: (``ConfigUtils.translateDeprecatedConfigs``; Kafka 4.0 removed them).
+    aliases: Tuple[str, ...] = ()
+    #: How this tool differs from Kafka's MirrorMaker 2 with this setting ("": it does not).
+    differs: str = ""
 
 
 @dataclass(frozen=True)
@@ -217,7 +246,7 @@ def _option(name: str, type: str, default: object, doc: str, group: str, mm2_key
 def _file(name: str, type: str, default: object, scopes: Tuple[str, ...], doc: str, field: Optional[str] = None,
           ours: object = "same", **kw) -> Option:
     """A setting of mm2.properties only; ``ours``: the field's default where it is not MirrorMaker 2's."""
-    prop_kw = {k: kw.pop(k) for k in ("value",) if k in kw}
+    prop_kw = {k: kw.pop(k) for k in ("value", "aliases", "differs") if k in kw}
     return Option(name, type, default if ours == "same" else ours, doc, MM2, field=field, cli=False,
                   prop=Property(name, scopes, default, **prop_kw), **kw)
 
@@ -253,7 +282,9 @@ OPTIONS: Tuple[Option, ...] = (
     _option("num.streams", INT, 1, "Number of threads: Number of consumption streams.", KAFKA,
             field="mirror.num_streams", validator=at_least(1, "is not a positive number of threads"),
             notes="Each stream has its own consumer in the group; record mode's streams share one producer.",
-            **_mm2("tasks.max", doc="Streams per flow on each node (MirrorMaker 2's tasks).")),
+            **_mm2("tasks.max", doc="Streams per flow on each node (MirrorMaker 2's tasks).",
+                   differs="counted per node: N nodes run N x tasks.max streams (MirrorMaker 2 spreads "
+                           "tasks.max tasks over its nodes)")),
     _option("offset.commit.interval.ms", INT, 60000,
             "offset commit interval in millisecond: Offset commit interval in ms.", KAFKA,
             field="mirror.offset_commit_interval_ms", validator=at_least(0),
@@ -298,7 +329,8 @@ OPTIONS: Tuple[Option, ...] = (
             field="mirror.exactly_once", notes="docs/exactly-once.md.",
             **_mm2("exactly.once.source.support", WORKER, "disabled", type=STRING,
                    choices=("disabled", "preparing", "enabled"), value=lambda text: text == "enabled",
-                   doc="enabled: the flows into this cluster are exactly-once (transactions on the target).")),
+                   doc="enabled: the flows into this cluster are exactly-once (transactions on the target).",
+                   differs="preparing is read as disabled (no rolling upgrade of Connect workers here)")),
     _option("exactly.once.group", STRING, None, "The consumer group on the target that holds the source offsets "
             "(exactly-once).", OURS, field="mirror.exactly_once_group_option", shown="the source group.id"),
     _option("shutdown.timeout.ms", INT, 30000, "How long a clean stop may wait for the target to acknowledge "
@@ -351,7 +383,8 @@ OPTIONS: Tuple[Option, ...] = (
     _option("config.properties.exclude", LIST, DEFAULT_CONFIG_EXCLUDE, "Comma-separated regexes of topic configs "
             "never synced.", MM2, field="replication.config_exclude", validator=regex_list,
             shown="MirrorMaker 2's (throttled replicas, message.timestamp.*, unclean.leader.election.enable, "
-                  "min.insync.replicas)", **_mm2(doc="Topic configs never synced.")),
+                  "min.insync.replicas)", **_mm2(doc="Topic configs never synced.",
+                                                 aliases=("config.properties.blacklist",))),
     _option("sync.topic.acls.enabled", BOOLEAN, False, "true: the source's literal topic ACLs are copied to the "
             "target topics (never ALLOW WRITE, ALLOW ALL as READ, DENY as it is).", MM2,
             field="replication.sync_topic_acls",
@@ -369,7 +402,8 @@ OPTIONS: Tuple[Option, ...] = (
             "topic.", MM2, field="replication.offset_syncs_location", choices=("source", "target"),
             **_mm2(doc="The cluster of the offset-syncs topic.")),
     _option("offset.lag.max", INT, 100, "How far the target offset may move past the last offset sync before "
-            "another.", MM2, field="replication.offset_lag_max", validator=at_least(1),
+            "another.", MM2, field="replication.offset_lag_max", validator=at_least(0),
+            notes="0: a sync for every record, as in MirrorMaker 2.",
             **_mm2(doc="How far a remote partition may move past its last offset sync.")),
     _option("emit.checkpoints.enabled", BOOLEAN, False, "true: source consumer groups' offsets, translated, go to "
             "<source alias>.checkpoints.internal on the target.", MM2, field="replication.emit_checkpoints",
@@ -382,7 +416,7 @@ OPTIONS: Tuple[Option, ...] = (
     _option("groups.exclude", LIST, DEFAULT_GROUPS_EXCLUDE, "Comma-separated regexes of groups never "
             "checkpointed.", MM2, field="replication.groups_exclude", validator=regex_list,
             notes="mm2.properties: the flows' own groups are never checkpointed either.",
-            **_mm2(doc="Groups never checkpointed.")),
+            **_mm2(doc="Groups never checkpointed.", aliases=("groups.blacklist",))),
     _option("sync.group.offsets.enabled", BOOLEAN, False, "true: translated offsets are committed to the target's "
             "groups while they have no active member there (never backwards).", MM2,
             field="replication.sync_group_offsets",
@@ -414,38 +448,76 @@ OPTIONS: Tuple[Option, ...] = (
     _file("clusters", LIST, None, (TOP,), "The cluster aliases.", required=True),
     _file("bootstrap.servers", STRING, None, (CLUSTER,), "A cluster's brokers, as <alias>.bootstrap.servers (for "
           "every alias).", required=True),
-    _file("enabled", BOOLEAN, False, (FLOW,), "<source>-><target>.enabled = true runs the flow."),
+    _file("enabled", BOOLEAN, False, CONNECTOR, "<source>-><target>.enabled = true runs the flow; at the top "
+          "level, every pair MirrorMaker 2 runs (every pair unless emit.heartbeats.enabled = false)."),
     _file("config.providers", LIST, "", (TOP,), "Kafka's config providers (${provider:path:key} values anywhere "
           "in the file: file, env and dir)."),
     _file("topics", LIST, ".*", CONNECTOR, "Topics to mirror: comma-separated regexes, full match.",
           validator=regex_list),
+    _file("replication.policy.internal.topic.separator.enabled", BOOLEAN, True, CONNECTOR,
+          "false: MirrorMaker 2's internal topics (offset syncs, checkpoints) keep '.' in their names whatever "
+          "replication.policy.separator says.", "replication.internal_separator_enabled"),
     _file("topics.exclude", LIST, DEFAULT_TOPICS_EXCLUDE, CONNECTOR, "Topics never mirrored; wins over topics.",
-          validator=regex_list),
+          validator=regex_list, aliases=("topics.blacklist",)),
+    _file("topic.filter.class", CLASS, DEFAULT_TOPIC_FILTER, CONNECTOR, "Only MirrorMaker 2's default (topics, "
+          "topics.exclude): a Java class cannot run here.",
+          validator=only(DEFAULT_TOPIC_FILTER, "a Java TopicFilter cannot run here; use topics and topics.exclude")),
+    _file("group.filter.class", CLASS, DEFAULT_GROUP_FILTER, CONNECTOR, "Only MirrorMaker 2's default (groups, "
+          "groups.exclude): a Java class cannot run here.",
+          validator=only(DEFAULT_GROUP_FILTER, "a Java GroupFilter cannot run here; use groups and groups.exclude")),
+    _file("config.property.filter.class", CLASS, DEFAULT_CONFIG_FILTER, CONNECTOR, "Only MirrorMaker 2's default "
+          "(config.properties.exclude): a Java class cannot run here.",
+          validator=only(DEFAULT_CONFIG_FILTER, "a Java ConfigPropertyFilter cannot run here; use "
+                         "config.properties.exclude")),
+    _file("forwarding.admin.class", CLASS, DEFAULT_FORWARDING_ADMIN, CONNECTOR, "Only Kafka's ForwardingAdmin "
+          "(topics, partitions, configs and ACLs created through the admin API): a Java class cannot run here.",
+          validator=only(DEFAULT_FORWARDING_ADMIN, "a Java ForwardingAdmin cannot run here: topics, configs and "
+                         "ACLs are created through the admin API")),
     _file("heartbeats.replication.enabled", BOOLEAN, True, CONNECTOR,
-          "Heartbeats topics are mirrored whatever topics says (only true is supported)."),
+          "Heartbeats topics are mirrored whatever topics says (only true is supported).",
+          differs="false is not supported (one WARN): heartbeats topics are always mirrored"),
     _file("offset-syncs.topic.replication.factor", INT, 3, CONNECTOR,
           "Replication factor of the offset-syncs topic (-1: the broker's default).",
-          "replication.offset_syncs_replication_factor", ours=None, value=_broker_default, validator=at_least(1)),
+          "replication.offset_syncs_replication_factor", ours=None, validator=replication_factor),
     _file("checkpoints.topic.replication.factor", INT, 3, CONNECTOR,
           "Replication factor of the checkpoints topic (-1: the broker's default).",
-          "replication.checkpoints_replication_factor", ours=None, value=_broker_default, validator=at_least(1)),
+          "replication.checkpoints_replication_factor", ours=None, validator=replication_factor),
     _file("heartbeats.topic.replication.factor", INT, 3, CONNECTOR,
           "Replication factor of the heartbeats topic (-1: the broker's default).",
-          "replication.heartbeats_replication_factor", ours=None, value=_broker_default, validator=at_least(1)),
+          "replication.heartbeats_replication_factor", ours=None, validator=replication_factor),
     _file("use.incremental.alter.configs", STRING, "requested", CONNECTOR,
           "Configs are always synced with the incremental API (never is not supported).",
-          choices=("requested", "required", "never")),
+          choices=("requested", "required", "never"),
+          differs="never is not supported (one WARN): configs are synced with the incremental API"),
     _file("refresh.groups.enabled", BOOLEAN, True, CONNECTOR,
-          "Groups are listed again at every checkpoint here, so new groups are always found."),
+          "Groups are listed again at every checkpoint here, so new groups are always found.",
+          differs="groups are listed at every checkpoint whatever it says"),
     _file("refresh.groups.interval.seconds", INT, 600, CONNECTOR, "See refresh.groups.enabled."),
-    _file("offset.storage.topic", STRING, None, WORKER,
-          "Where Kafka's MirrorMaker 2 kept a flow's progress (mm2-offsets.<source>.internal by default): read "
-          "once, so that a flow taken over from it resumes where it stopped."),
+    # MirrorMakerConfig.workerConfig takes the top level's offset.storage.* over the target cluster's.
+    _file("offset.storage.topic", STRING, None, (TOP, CLUSTER),
+          "Kafka Connect's offsets topic, where Kafka's MirrorMaker 2 keeps a flow's progress "
+          "(mm2-offsets.<source>.internal by default): read and kept current, so that either tool takes a flow "
+          "over where the other left it.",
+          differs="read at each flow start, and written as the flow commits (by the node holding its election)"),
+    _file("offset.storage.partitions", INT, 25, (TOP, CLUSTER),
+          "The partitions of offset.storage.topic where this tool creates it (as Kafka Connect would).",
+          validator=at_least(1)),
+    _file("offset.storage.replication.factor", INT, 3, (TOP, CLUSTER),
+          "The replication factor of offset.storage.topic where this tool creates it (-1: the broker's default).",
+          validator=replication_factor),
 )
 
 BY_NAME: Dict[str, Option] = {option.name: option for option in OPTIONS}
 #: The options mm2.properties gives, by key.
 BY_KEY: Dict[str, Option] = {option.prop.key: option for option in OPTIONS if option.prop is not None}
+#: Kafka 3.x's deprecated keys, by key, to the option they name.
+BY_ALIAS: Dict[str, Option] = {alias: option for option in OPTIONS if option.prop is not None
+                               for alias in option.prop.aliases}
+
+
+def prop_option(key: str) -> Optional[Option]:
+    """The option an mm2.properties key (or a deprecated key of it) gives, if any."""
+    return BY_KEY.get(key) or BY_ALIAS.get(key)
 
 
 def command_line(group: Optional[str] = None) -> Iterator[Option]:
@@ -539,18 +611,10 @@ def excludes(option: str, other: str) -> Excludes:
 
 #: MirrorMaker 2 settings this tool does not have: one WARN each, naming why.
 UNSUPPORTED: Dict[str, str] = {
-    "topic.filter.class": "a Java TopicFilter cannot run here; use topics and topics.exclude",
-    "group.filter.class": "a Java GroupFilter cannot run here; use groups and groups.exclude",
-    "config.property.filter.class": "a Java ConfigPropertyFilter cannot run here; use config.properties.exclude",
-    "forwarding.admin.class": "a Java ForwardingAdmin cannot run here",
-    "replication.policy.internal.topic.separator.enabled": "internal topic names always use the separator",
     "consumer.poll.timeout.ms": "the streams poll as MirrorMaker v1 does",
     "admin.timeout.ms": "admin requests have their own bounded timeouts",
     "metric.reporters": "metrics are served on metrics.port (Prometheus)",
     "add.source.alias.to.metrics": "removed in Kafka 4.0; the source label is always there",
-    "topics.blacklist": "removed in Kafka 4.0; use topics.exclude",
-    "groups.blacklist": "removed in Kafka 4.0; use groups.exclude",
-    "config.properties.blacklist": "removed in Kafka 4.0; use config.properties.exclude",
 }
 
 #: Kafka Connect's own settings (its worker group, internal topics, converters, REST server): a

@@ -117,6 +117,24 @@ def _buffer_memory(key: str, value: str, out: Translation) -> None:
     out.conf["queue.buffering.max.kbytes"] = str(min(kbytes, 2147483647))
 
 
+#: librdkafka's most for topic.metadata.refresh.interval.ms.
+METADATA_REFRESH_MAX_MS = 3600000
+
+
+def _metadata_refresh(key: str, value: str, out: Translation) -> None:
+    """Java's proactive refresh (new partitions, topics, brokers) is librdkafka's
+    topic.metadata.refresh.interval.ms; librdkafka's metadata.max.age.ms is only its cache's age
+    (three times the refresh by default)."""
+    try:
+        ms = int(value)
+    except ValueError:
+        raise ConfigError(f"{key}: '{value}' is not a number of milliseconds") from None
+    if ms > METADATA_REFRESH_MAX_MS:
+        out.note(logging.INFO, f"{key}={ms} is librdkafka's topic.metadata.refresh.interval.ms, whose most is "
+                               f"{METADATA_REFRESH_MAX_MS}: that is used")
+    out.conf["topic.metadata.refresh.interval.ms"] = str(min(ms, METADATA_REFRESH_MAX_MS))
+
+
 def _python_boolean(key: str, value: str, out: Translation) -> None:
     """A setting confluent-kafka's Python layer reads itself, as a bool (a string crashes it)."""
     text = value.strip().lower()
@@ -189,7 +207,7 @@ COMMON: Dict[str, Optional[Converter]] = {
     "client.id": None,
     "client.rack": None,
     "client.dns.lookup": None,
-    "metadata.max.age.ms": None,
+    "metadata.max.age.ms": _metadata_refresh,
     "reconnect.backoff.ms": None,
     "reconnect.backoff.max.ms": None,
     "retry.backoff.ms": None,

@@ -54,8 +54,11 @@ class Flow:
     config: MirrorMakerConfig
     #: librdkafka settings of a consumer of the target: the singleton election's.
     election_conf: Dict[str, str]
-    #: Where Kafka's MirrorMaker 2 kept this flow's progress, on the target (``takeover``).
+    #: Where Kafka's MirrorMaker 2 keeps this flow's progress, on the target (``takeover``), and
+    #: the partitions and replication factor (None: the broker's) it has where this tool creates it.
     connect_offsets_topic: str = ""
+    connect_offsets_partitions: int = 25
+    connect_offsets_replication_factor: Optional[int] = 3
 
     @property
     def name(self) -> str:
@@ -151,6 +154,9 @@ class _Builder:
                          if o.prop is not None and not _per_process(o)}
         raw = mirror_fields["use_raw_bytes"]
         exactly_once = mirror_fields["exactly_once"] = enabled and mirror_fields["exactly_once"]
+        for option in spec.OPTIONS:  # the flow's settings that feed no field: so that each one is checked too
+            if option.prop is not None and option.field is None and spec.FLOW in option.prop.scopes:
+                file.value(option.prop.key, source, target)
         replication = self._replication(source, target)
         include = self._include(source, target)
         if exactly_once and raw:
@@ -170,7 +176,10 @@ class _Builder:
         election_conf, _engine = build_consumer_conf(election_props, f"{file.path} ({target}.consumer)")
         # MirrorMakerConfig.workerConfig: the target's worker setting, else the top level's, else its default.
         offsets_topic = file.value("offset.storage.topic", source, target) or f"mm2-offsets.{source}.internal"
-        return Flow(source, target, enabled, config, election_conf, offsets_topic)
+        offsets_factor = file.value("offset.storage.replication.factor", source, target)
+        return Flow(source, target, enabled, config, election_conf, offsets_topic,
+                    file.value("offset.storage.partitions", source, target),
+                    None if offsets_factor == -1 else offsets_factor)
 
     def _client_props(self, role: str, cluster: str, pair: Tuple[str, str]) -> Dict[str, str]:
         """The Java client settings of ``role`` on ``cluster`` for the flow ``pair``, with MirrorMaker
@@ -209,7 +218,7 @@ class _Builder:
         if file.value("use.incremental.alter.configs", source, target) == "never":
             log.warning("%s: %s: use.incremental.alter.configs = never is not supported: configs are synced with "
                         "the incremental API", file.path, name)
-        given.update(source_alias=source, target_alias=target)
+        given.update(source_alias=source, target_alias=target, mirror_maker_2_creation=True)
         try:
             options = build_replication_options(**given)
             rules = topic_rules(options)

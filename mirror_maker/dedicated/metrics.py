@@ -6,7 +6,8 @@ exporter gives them with Strimzi's MirrorMaker 2 metrics config, which its Grafa
   ``byte_rate``, ``record_age_ms`` and ``replication_latency_ms`` (each also ``_min``, ``_max``,
   ``_avg``), labelled ``source``, ``target``, ``topic`` (the remote topic) and ``partition``;
 * ``kafka_connect_mirror_mirrorcheckpointconnector_checkpoint_latency_ms`` (and ``_min``, ``_max``,
-  ``_avg``), labelled ``source``, ``target``, ``group``, ``topic`` and ``partition``;
+  ``_avg``), labelled ``source``, ``target``, ``group``, ``topic`` (the remote topic, as the
+  checkpoint names it) and ``partition``;
 * ``kafka_connect_worker_connector_count`` and ``kafka_connect_worker_task_count`` (the MirrorMaker 2
   connectors the file amounts to, and the streams running here), and
   ``kafka_consumer_fetch_manager_records_lag`` per ``clientid`` (the flow's group), source
@@ -127,7 +128,7 @@ class DedicatedMetrics:
                     lag.add_metric([flow.config.group_id, tp.topic, str(tp.partition)], partition_lag)
             _counts, latencies_by_group = metrics.failover_values(now)
             for group, tp, (low, high, avg) in latencies_by_group:
-                values = [flow.source, flow.target, group, tp.topic, str(tp.partition)]
+                values = [flow.source, flow.target, group, remote(tp.topic), str(tp.partition)]
                 for suffix, value in (("", avg), ("_min", low), ("_max", high), ("_avg", avg)):
                     checkpoint[suffix].add_metric(values, value)
         yield from source.values()

@@ -42,18 +42,25 @@ class Mm2File:
     flow: Dict[Tuple[str, str], Dict[str, str]] = field(default_factory=dict)
 
     def value(self, key: str, source: Optional[str] = None, target: Optional[str] = None):
-        """A setting of the spec for the flow ``source->target``, typed and checked: the flow's
-        value, else (for a worker setting) the target cluster's, else the top level's, else
-        MirrorMaker 2's default."""
+        """A setting of the spec for the flow ``source->target``, typed and checked: its value at
+        the first of its scopes that gives it (a connector setting: the flow's, else the top
+        level's; a worker setting: the target cluster's), else MirrorMaker 2's default."""
         option = spec.BY_KEY[key]
-        scopes = option.prop.scopes
-        if FLOW in scopes and (source, target) in self.flow and key in self.flow[(source, target)]:
-            return self._typed(option, self.flow[(source, target)][key], f"{source}->{target}.{key}")
-        if CLUSTER in scopes and target in self.cluster and key in self.cluster[target]:
-            return self._typed(option, self.cluster[target][key], f"{target}.{key}")
-        if TOP in scopes and key in self.top:
-            return self._typed(option, self.top[key], key)
-        return option.prop.default
+        found = self._raw(option, source, target)
+        return option.prop.default if found is None else self._typed(option, *found)
+
+    def _raw(self, option: spec.Option, source: Optional[str], target: Optional[str]) -> Optional[Tuple[str, str]]:
+        """(text, the key as the file spells it) where the file gives the setting for this flow; a
+        Kafka 3.x key only where the key itself is not given at any scope, as Kafka 3.x's
+        ``ConfigUtils.translateDeprecatedConfigs`` reads the flow's merged settings."""
+        where = {FLOW: (self.flow.get((source, target), {}), f"{source}->{target}."),
+                 CLUSTER: (self.cluster.get(target, {}), f"{target}."), TOP: (self.top, "")}
+        for key in (option.prop.key, *option.prop.aliases):
+            for scope in option.prop.scopes:
+                settings, prefix = where[scope]
+                if key in settings:
+                    return settings[key], prefix + key
+        return None
 
     def field(self, key: str, source: Optional[str] = None, target: Optional[str] = None):
         """What the setting becomes in its config field (``exactly.once.source.support = enabled``:
@@ -67,10 +74,7 @@ class Mm2File:
 
     def given(self, key: str, source: Optional[str] = None, target: Optional[str] = None) -> bool:
         """Whether the file sets ``key`` for this flow at any scope the spec reads it at."""
-        scopes = spec.BY_KEY[key].prop.scopes
-        return ((FLOW in scopes and key in self.flow.get((source, target), {}))
-                or (CLUSTER in scopes and key in self.cluster.get(target, {}))
-                or (TOP in scopes and key in self.top))
+        return self._raw(spec.BY_KEY[key], source, target) is not None
 
     def _typed(self, option: spec.Option, raw: str, shown: str):
         prop, text = option.prop, raw.strip()
@@ -96,16 +100,18 @@ class Mm2File:
         return value
 
     def enabled_pairs(self) -> List[Tuple[str, str]]:
-        return [(s, t) for s in self.clusters for t in self.clusters
-                if s != t and self.value("enabled", s, t)]
+        """The pairs that mirror: MirrorMaker 2 runs a pair's connectors if its flow is enabled
+        there (``<source>-><target>.enabled``, else a top-level ``enabled``)."""
+        return [pair for pair in self.heartbeat_pairs() if self.value("enabled", *pair)]
 
     def heartbeat_pairs(self) -> List[Tuple[str, str]]:
-        """MirrorMaker 2's herders: every pair whose flow is enabled or whose heartbeats are on
-        (``MirrorMakerConfig.clusterPairs``), so a cluster that is only ever a source still gets the
-        heartbeats that tell its consumers (through the mirrored ``heartbeats`` topic) where it is
-        mirrored to."""
+        """MirrorMaker 2's herders: every pair whose own ``enabled`` is true or whose heartbeats
+        are on (``MirrorMakerConfig.clusterPairs``, which reads no top-level ``enabled``), so a
+        cluster that is only ever a source still gets the heartbeats that tell its consumers
+        (through the mirrored ``heartbeats`` topic) where it is mirrored to."""
         return [(s, t) for s in self.clusters for t in self.clusters
-                if s != t and (self.value("enabled", s, t) or self.value("emit.heartbeats.enabled", s, t))]
+                if s != t and (self.flow.get((s, t), {}).get("enabled", "").strip().lower() == "true"
+                               or self.value("emit.heartbeats.enabled", s, t))]
 
 
 def read_mm2_file(path: str) -> Mm2File:
@@ -147,7 +153,8 @@ def parse(props: Dict[str, str], path: str = "mm2.properties") -> Mm2File:
 
 def _scope_of(key: str, aliases: List[str], path: str):
     """(scope, alias or (source, target), the key without its prefix)."""
-    if key in spec.BY_KEY and TOP in spec.BY_KEY[key].prop.scopes:
+    option = spec.prop_option(key)
+    if option is not None and TOP in option.prop.scopes:
         return TOP, None, key
     if "->" in key:
         for source in aliases:
@@ -176,10 +183,13 @@ class _Notes:
         self._path = path
         self._warnings: List[str] = []
         self._connect: List[str] = []
+        self._renamed: List[str] = []
 
     def check(self, scope: str, key: str, name: str) -> None:
-        option = spec.BY_KEY.get(name)
+        option = spec.prop_option(name)
         if option is not None:
+            if name in option.prop.aliases:
+                self._renamed.append(f"{key} (as {option.prop.key})")
             if scope not in option.prop.scopes:
                 where = {TOP: "at the top level", CLUSTER: "per cluster (<alias>.)", FLOW: "per flow (<a>-><b>.)"}
                 allowed = " or ".join(where[s] for s in option.prop.scopes)
@@ -212,6 +222,9 @@ class _Notes:
     def log(self) -> None:
         for warning in self._warnings:
             log.warning("%s: %s", self._path, warning)
+        if self._renamed:
+            log.info("%s: Kafka 3.x's names, removed in Kafka 4.0, are read where the new name is not given: %s",
+                     self._path, ", ".join(sorted(self._renamed)))
         if self._connect:
             log.info("%s: Kafka Connect's own settings, not needed without Connect, are ignored: %s",
                      self._path, ", ".join(sorted(self._connect)))

@@ -38,7 +38,7 @@ from ..replication.policies import topic_rules
 from ..replication.topic_sync import TopicSync
 from .election import SingletonElection, election_group, election_topic
 from .flows import Flow, RunSettings
-from .takeover import take_over
+from .takeover import FINAL_WRITE_S, ConnectOffsetsKeeper, take_over
 
 log = logging.getLogger("mirror_maker.dedicated")
 
@@ -145,6 +145,8 @@ class FlowRunner:
         self.restarts = 0
         self._supervisor = supervisor
         self._thread = threading.Thread(target=self._run, name=flow.name, daemon=True)
+        #: Kafka Connect's offsets topic kept at the flow's commits, for a switch back to MirrorMaker 2.
+        self.keeper = ConnectOffsetsKeeper(flow, lambda: election.leading, supervisor.wait)
 
     def start(self) -> None:
         self._thread.start()
@@ -169,8 +171,15 @@ class FlowRunner:
         return current.readiness()
 
     def _run(self) -> None:
+        self.keeper.seen(take_over(self.flow))  # from Kafka's MirrorMaker 2, where it left the flow
+        self.keeper.start()
+        try:
+            self._runs()
+        finally:
+            self.keeper.final()  # after the flow's last commit
+
+    def _runs(self) -> None:
         supervisor, flow, attempt = self._supervisor, self.flow, 0
-        take_over(flow)  # from Kafka's MirrorMaker 2, where it left the flow
         while True:
             if flow.config.exactly_once and not self._wait_for_the_election():
                 return  # stopping
@@ -368,6 +377,10 @@ class Supervisor:
         log.info("Kafka MirrorMaker (dedicated mode) starting: %d flows (%s), heartbeats only for %s",
                  len(self.runners), ", ".join(r.flow.name for r in self.runners) or "none",
                  ", ".join(h.flow.name for h in self.heartbeats) or "none")
+        several = [f"{r.flow.name}: {r.flow.config.num_streams}" for r in self.runners if r.flow.config.num_streams > 1]
+        if several:  # MirrorMaker 2 spreads tasks.max over its nodes; a team sizing its group needs to know
+            log.info("tasks.max counts the streams of each node (MirrorMaker 2: across all its nodes); streams on "
+                     "this node: %s", ", ".join(several))
         if self._server_factory is not None:
             self._server = self._server_factory(self)
         if self.spark is not None:
@@ -384,7 +397,8 @@ class Supervisor:
         """How long the stop may take: every flow stops at once, each within its own bound."""
         engine = self.spark if self.spark is not None else InProcess
         bounds = [engine.stop_bound_s(runner.flow) for runner in self.runners]
-        return max(bounds, default=0.0) + 2 * JOIN_GRACE_S + (SPARK_STOP_S if self.spark is not None else 0.0)
+        return (max(bounds, default=0.0) + 2 * JOIN_GRACE_S + FINAL_WRITE_S
+                + (SPARK_STOP_S if self.spark is not None else 0.0))
 
     def _shutdown(self) -> None:
         self.request_stop()

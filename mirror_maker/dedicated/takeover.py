@@ -1,105 +1,190 @@
-"""Taking a flow over from Kafka's MirrorMaker 2 where it stopped, so that switching tools
+"""Switching a flow between Kafka's MirrorMaker 2 and this tool, in either direction, so that
 neither mirrors the source again from its start nor skips what came in between.
 
-MirrorMaker 2 keeps its progress in Kafka Connect's offset topic on the target,
-``mm2-offsets.<source>.internal`` (``offset.storage.topic``), one JSON record per source partition:
-key ``["MirrorSourceConnector",{"cluster":"<source>","partition":0,"topic":"orders"}]``, value
-``{"offset":<the last record mirrored>}``; on a restart it resumes one past it
-(``MirrorSourceTask.initializeConsumer``). Before a flow first starts here, every source partition
-its consumer group has no committed offset for gets that position committed; partitions the group
-already has are never touched, so this runs once in effect however many nodes start.
+Both keep a flow's progress in Kafka Connect's offsets topic on the target (``connect_offsets``).
+Before a flow starts here, each source partition takes MirrorMaker 2's position where the flow's
+committed offsets have none, or where MirrorMaker 2 wrote a position after ours that is ahead of
+them (it ran since we last did); a position we wrote ourselves is never taken back, so an
+operator's rewind of the flow's group stands. While the flow runs, the node that holds its
+election keeps the topic current with the flow's committed offsets (``ConnectOffsetsKeeper``), and
+once more after the flow's last commit at a stop, so that MirrorMaker 2 started on the same file
+resumes there.
+
+A flow's committed offsets are its consumer group's on the source, or, for an exactly-once flow,
+its offsets group's on the target, kept under the target topics (``offsets.transactional``).
 """
 
 from __future__ import annotations
 
-import json
 import logging
+import threading
 import time
-from typing import Dict, Optional
+from typing import Callable, Dict, Optional
 
-import confluent_kafka
-from confluent_kafka import ConsumerGroupTopicPartitions, KafkaError, KafkaException
+from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
 from ..clients.admin import admin_client, connection_settings
-from ..ops.log import librdkafka_logger
 from ..records import TopicPartition
+from ..replication.policies import topic_rules
+from .connect_offsets import ConnectOffsetsWriter, Position, read_positions
 
 log = logging.getLogger("mirror_maker.dedicated")
 
-CONNECTOR = "MirrorSourceConnector"
-#: The bound of each step (finding the topic, reading it, the group's offsets): a target that
-#: cannot be reached holds the flow's start this long at most, then it starts as a new one would.
+#: The bound of each admin step (the flow's offsets, committing them): a target that cannot be
+#: reached holds the flow's start this long at most, then it starts as a new one would.
 TIMEOUT_S = 10.0
+#: How often the keeper looks whether the flow's committed offsets moved.
+KEEP_EVERY_S = 5.0
+#: The last write after the flow's final commit (the supervisor's stop allows for it).
+FINAL_WRITE_S = 3.0
 
 
-def positions(target_conf: Dict[str, str], topic: str, source: str) -> Optional[Dict[TopicPartition, int]]:
-    """Where MirrorMaker 2 would resume each partition of ``source`` (None: no such topic)."""
-    conf = dict(connection_settings(target_conf))
-    conf.update({"group.id": "mirror-maker-takeover", "enable.auto.commit": False, "enable.partition.eof": True,
-                 "client.id": "mirror-maker-takeover", "logger": librdkafka_logger("mirror-maker-takeover")})
-    consumer = confluent_kafka.Consumer(conf)
-    try:
-        metadata = consumer.list_topics(topic, timeout=TIMEOUT_S).topics.get(topic)
-        if metadata is None or metadata.error is not None or not metadata.partitions:
-            return None
-        consumer.assign([KafkaTopicPartition(topic, p, confluent_kafka.OFFSET_BEGINNING) for p in metadata.partitions])
-        found: Dict[TopicPartition, int] = {}
-        at_end, deadline = set(), time.monotonic() + TIMEOUT_S
-        while len(at_end) < len(metadata.partitions):
-            if time.monotonic() > deadline:
-                raise KafkaException(KafkaError(KafkaError._TIMED_OUT, f"reading {topic} took too long"))
-            for msg in consumer.consume(1000, 0.5):
-                if msg.error() is not None:
-                    if msg.error().code() == KafkaError._PARTITION_EOF:
-                        at_end.add(msg.partition())
-                    continue
-                at_end.discard(msg.partition())
-                _read(msg.key(), msg.value(), source, found)
+class FlowOffsets:
+    """The flow's committed offsets, by source partition, where the flow resumes from."""
+
+    def __init__(self, flow) -> None:
+        config = flow.config
+        self._name = f"{flow.name}-offsets"
+        if config.exactly_once:
+            rules = topic_rules(config.replication)
+            self._conf, self.group = config.producer, config.exactly_once_group
+            self._to_group = rules.remote
+
+            def to_source(topic: str) -> Optional[str]:
+                upstream = rules.policy.upstream_topic(topic)
+                # Another flow into this cluster may share the group: only this flow's topics.
+                return upstream if upstream is not None and rules.remote(upstream) == topic else None
+            self._to_source = to_source
+        else:
+            self._conf, self.group = config.consumer, config.group_id
+            self._to_group = self._to_source = lambda topic: topic
+        self._admin = None
+
+    def _client(self):
+        if self._admin is None:
+            self._admin = admin_client(connection_settings(self._conf), self._name)
+        return self._admin
+
+    def committed(self, timeout_s: float = TIMEOUT_S) -> Dict[TopicPartition, int]:
+        answer = self._client().list_consumer_group_offsets([ConsumerGroupTopicPartitions(self.group)],
+                                                            request_timeout=timeout_s)[self.group].result()
+        found = {}
+        for tp in answer.topic_partitions or []:
+            source = self._to_source(tp.topic)
+            if tp.offset >= 0 and source is not None:
+                found[TopicPartition(source, tp.partition)] = tp.offset
         return found
-    finally:
-        consumer.close()
+
+    def commit(self, positions: Dict[TopicPartition, int], timeout_s: float = TIMEOUT_S) -> None:
+        """The group has no member before the flow starts here, so its offsets may be altered."""
+        keys = [KafkaTopicPartition(self._to_group(tp.topic), tp.partition, offset)
+                for tp, offset in sorted(positions.items())]
+        self._client().alter_consumer_group_offsets([ConsumerGroupTopicPartitions(self.group, keys)],
+                                                    request_timeout=timeout_s)[self.group].result()
 
 
-def _read(key: Optional[bytes], value: Optional[bytes], source: str, found: Dict[TopicPartition, int]) -> None:
-    try:
-        connector, partition = json.loads(key or b"null")
-        if connector != CONNECTOR or partition.get("cluster") != source:
-            return
-        tp = TopicPartition(partition["topic"], int(partition["partition"]))
-        offset = json.loads(value)["offset"] if value else None
-    except (ValueError, TypeError, KeyError):
-        return  # another connector's record, or one this reading does not know
-    if offset is None:
-        found.pop(tp, None)  # a tombstone: the offset was reset
-    else:
-        found[tp] = int(offset) + 1
+def to_take(points: Dict[TopicPartition, Position], committed: Dict[TopicPartition, int],
+            mirrored: Callable[[str], object]) -> Dict[TopicPartition, int]:
+    """The positions to commit for the flow: MirrorMaker 2's where the flow has none, or where
+    MirrorMaker 2 wrote after us and is ahead; never one of ours (``mirrored``: the flow's topic
+    filter)."""
+    return {tp: position.next_offset for tp, position in points.items()
+            if mirrored(tp.topic) and (tp not in committed
+                                       or (not position.ours and position.next_offset > committed[tp]))}
 
 
-def take_over(flow) -> int:
-    """Commit MirrorMaker 2's positions to the flow's group where it has none; how many. A cluster
-    that cannot be reached is one WARN: the flow then starts as a new one would."""
+def take_over(flow) -> Dict[TopicPartition, Position]:
+    """Commit MirrorMaker 2's positions for the flow where they are news (the module docstring);
+    what the offsets topic holds. A cluster that cannot be reached, or a topic that cannot be
+    read, is one WARN: the flow then starts from its committed offsets, or as a new one would."""
     topic = flow.connect_offsets_topic
-    group = flow.config.group_id
     try:
-        points = positions(flow.config.producer, topic, flow.source)
+        points = read_positions(flow.config.producer, topic, flow.source) or {}
         if not points:
-            return 0
-        admin = admin_client(connection_settings(flow.config.consumer), f"{group}-takeover")
-        committed = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)],
-                                                      request_timeout=TIMEOUT_S)[group].result()
-        have = {TopicPartition(tp.topic, tp.partition) for tp in committed.topic_partitions or [] if tp.offset >= 0}
-        missing = [KafkaTopicPartition(tp.topic, tp.partition, offset) for tp, offset in sorted(points.items())
-                   if tp not in have and flow.config.include.fullmatch(tp.topic)]
-        if not missing:
-            return 0
-        admin.alter_consumer_group_offsets([ConsumerGroupTopicPartitions(group, missing)],
-                                           request_timeout=TIMEOUT_S)[group].result()
+            return points
+        offsets = FlowOffsets(flow)
+        taken = to_take(points, offsets.committed(), flow.config.include.fullmatch)
+        if taken:
+            offsets.commit(taken)
     except KafkaException as exc:
-        log.warning("Cannot read where Kafka's MirrorMaker 2 left flow %s (%s in %s): %s; partitions without a "
-                    "committed offset start as auto.offset.reset says", flow.name, topic, flow.target,
-                    exc.args[0].str())
-        return 0
-    log.info("Flow %s resumes where Kafka's MirrorMaker 2 left it (%s): %s", flow.name, topic,
-             ", ".join(f"{tp.topic}-{tp.partition} at {tp.offset}" for tp in missing))
-    return len(missing)
+        log.warning("Cannot read where Kafka's MirrorMaker 2 left flow %s (%s in %s): %s; the flow starts from its "
+                    "committed offsets, and partitions without one as auto.offset.reset says", flow.name, topic,
+                    flow.target, exc.args[0].str())
+        return {}
+    if taken:
+        log.info("Flow %s resumes where Kafka's MirrorMaker 2 left it (%s): %s", flow.name, topic,
+                 ", ".join(f"{tp.topic}-{tp.partition} at {offset}" for tp, offset in sorted(taken.items())))
+    return points
+
+
+class ConnectOffsetsKeeper(threading.Thread):
+    """Keeps Connect's offsets topic at the flow's committed offsets while this node holds the
+    flow's election (one writer, as MirrorMaker 2's one leader); ``final`` writes once more after
+    the flow's last commit. Started once ``seen`` knows what the topic held (``take_over``), so it
+    never writes over a position of MirrorMaker 2's before the flow took it. A target away is one
+    WARN per outage: the next round writes it all."""
+
+    def __init__(self, flow, leading: Callable[[], bool], wait: Callable[[float], bool]) -> None:
+        """``wait(seconds)``: True once the process stops."""
+        super().__init__(name=f"{flow.name}/connect-offsets", daemon=True)
+        self._flow = flow
+        self._leading = leading
+        self._wait = wait
+        self._lock = threading.Lock()  # a round and the final write, one at a time
+        self._offsets: Optional[FlowOffsets] = None
+        self._writer: Optional[ConnectOffsetsWriter] = None
+        #: The positions the topic holds as ours (MirrorMaker 2's that the flow took are written
+        #: again as ours at the first round: a later rewind of the flow's group is then not undone).
+        self._ours: Dict[TopicPartition, int] = {}
+        self._failing = False
+
+    def seen(self, positions: Dict[TopicPartition, Position]) -> None:
+        """What the topic held when the flow started (``take_over``)."""
+        self._ours = {tp: p.next_offset for tp, p in positions.items() if p.ours}
+
+    def run(self) -> None:
+        while not self._wait(KEEP_EVERY_S):
+            if self._leading():
+                self.keep(TIMEOUT_S)
+
+    def final(self) -> None:
+        """After the flow's last commit: where a switch to MirrorMaker 2 right now resumes."""
+        if self._leading():
+            self.keep(FINAL_WRITE_S)
+        with self._lock:
+            if self._writer is not None:
+                self._writer.close(0.5)
+
+    def keep(self, timeout_s: float) -> int:
+        """Write the committed offsets that moved; how many. Any failure is this round's only:
+        the next one starts with a new producer (a fatal one is never usable again)."""
+        flow = self._flow
+        with self._lock:
+            deadline = time.monotonic() + timeout_s
+            try:
+                if self._writer is None:
+                    self._offsets = self._offsets or FlowOffsets(flow)
+                    self._writer = ConnectOffsetsWriter(
+                        flow.connect_offsets_topic, flow.source, flow.config.producer,
+                        admin_client(connection_settings(flow.config.producer), f"{flow.name}-connect-offsets"),
+                        flow.connect_offsets_partitions, flow.connect_offsets_replication_factor, written=self._ours)
+                committed = {tp: offset for tp, offset in self._offsets.committed(timeout_s).items()
+                             if flow.config.include.fullmatch(tp.topic)}
+                written = self._writer.write(committed, max(0.1, deadline - time.monotonic()))
+                self._ours = dict(self._writer.written)
+            except Exception as exc:  # noqa: BLE001 - a round that failed must not end the keeping
+                if self._writer is not None:
+                    self._ours = dict(self._writer.written)
+                    self._writer.close(0.0)
+                self._writer = None
+                if not self._failing:
+                    reason = exc.args[0].str() if isinstance(exc, KafkaException) else f"{type(exc).__name__}: {exc}"
+                    log.warning("Cannot keep %s (Kafka Connect's offsets, where Kafka's MirrorMaker 2 would resume) "
+                                "current now: %s; again in %.0f s", flow.connect_offsets_topic, reason, KEEP_EVERY_S)
+                self._failing = True
+                return 0
+        if self._failing:
+            log.info("%s is current again", flow.connect_offsets_topic)
+        self._failing = False
+        return written

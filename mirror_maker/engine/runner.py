@@ -114,7 +114,8 @@ class MirrorMaker:
         target_topics = self._target_topics = TargetTopics(
             source_admin, target_admin, config.producer_batch_bytes, remote=rules.remote,
             replication_factor=config.replication.replication_factor,
-            new_topic_configs=configs.for_new_topic if config.replication.sync_topic_configs else None,
+            new_topic_configs=configs.for_new_topic if (config.replication.sync_topic_configs
+                                                        or config.replication.mirror_maker_2_creation) else None,
             state=self.state)
         if rules.mm2_rules:
             self.metrics.target_topic = rules.remote

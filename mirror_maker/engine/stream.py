@@ -401,8 +401,14 @@ class Stream(threading.Thread):
         """The target topics of these partitions exist (created with the source's partitions)."""
         wanted = {tp.topic: self.targets_of(tp.topic) for tp in tps}
         self._shared.target_topics.ensure(wanted)
-        if self.parts.source.keeps_partitions:
-            self._shared.target_topics.require_partitions(wanted)
+        # A new source partition (the group sees it at its metadata refresh, whatever the topic
+        # sync's interval) needs its target partition before its first record is sent there.
+        keeps = "--use.raw.bytes" if self.parts.source.keeps_partitions else (
+            "the message handler" if getattr(self._shared.handler, "keep_partition", False) else None)
+        if keeps is not None:
+            options = self._config.replication
+            self._shared.target_topics.require_partitions(
+                wanted, grow=options.refresh_topics or options.mirror_maker_2_creation, why=keeps)
 
     def targets_of(self, source_topic: str) -> List[str]:
         """The target topics of a source topic: the handler's names, as the policy names them."""

@@ -130,15 +130,16 @@ _BUILT_IN = {"identity": IdentityReplicationPolicy, "default": DefaultReplicatio
 _REQUIRED = ("format_remote_topic", "topic_source", "upstream_topic")
 
 
-def load_policy(name: str, separator: str = ".", source_alias: Optional[str] = None):
+def load_policy(name: str, separator: str = ".", source_alias: Optional[str] = None,
+                internal_separator_enabled: bool = True):
     """The policy ``--replication.policy.class`` names; a bad one is a :class:`PluginLoadError`
     (one line, exit 1)."""
     option = "--replication.policy.class"
     built_in = _BUILT_IN.get(name)
     if built_in is IdentityReplicationPolicy:
-        return IdentityReplicationPolicy(separator, source_alias=source_alias)
+        return IdentityReplicationPolicy(separator, internal_separator_enabled, source_alias=source_alias)
     if built_in is not None:
-        return built_in(separator)
+        return built_in(separator, internal_separator_enabled)
     cls = _resolve(name, "replication policy", option)
     try:
         policy = cls() if isinstance(cls, type) else cls
@@ -242,7 +243,8 @@ def topic_rules(options) -> TopicRules:
     """The rules of a run's :class:`~mirror_maker.config.replication.ReplicationOptions`."""
     if options.policy is None:
         return TopicRules(UnchangedNames(), options.source_alias, options.target_alias, mm2_rules=False)
-    policy = load_policy(options.policy, options.separator, options.source_alias)
+    policy = load_policy(options.policy, options.separator, options.source_alias,
+                         options.internal_separator_enabled)
     return TopicRules(policy, options.source_alias, options.target_alias, mm2_rules=True)
 
 

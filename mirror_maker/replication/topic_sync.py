@@ -23,10 +23,8 @@ import threading
 import time
 from typing import Dict, List, Tuple
 
-from confluent_kafka import KafkaError, KafkaException
-from confluent_kafka.admin import NewPartitions
+from confluent_kafka import KafkaException
 
-from ..clients.admin import REQUEST_TIMEOUT_S
 from .acls import TopicAcls
 
 log = logging.getLogger("mirror_maker.replication")
@@ -96,22 +94,8 @@ class TopicSync(threading.Thread):
 
     def sync_partitions(self) -> int:
         """Partition sync: target topics grown to their source topics' partition counts."""
-        grow = self._target_topics.short_topics(self.targets())
-        if not grow:
-            return 0
-        futures = self._target.create_partitions([NewPartitions(dst, count) for dst, (_s, _t, count) in grow.items()],
-                                                 request_timeout=REQUEST_TIMEOUT_S)
-        grown = 0
-        for dst, future in futures.items():
-            try:
-                future.result()
-            except KafkaException as exc:
-                if exc.args[0].code() != KafkaError.INVALID_PARTITIONS:  # grown meanwhile: as MirrorMaker 2
-                    log.warning("Cannot add partitions to target topic %s: %s", dst, exc.args[0].str())
-                continue
-            grown += 1
-            log.info("Target topic %s grew from %d to %d partitions (as its source topic)", dst, *grow[dst][1:])
-        return grown
+        short = self._target_topics.short_topics(self.targets())
+        return len(short) - len(self._target_topics.grow(short))
 
     def sync_configs(self) -> int:
         """Config sync: target topic configs brought in line with their source topics'."""

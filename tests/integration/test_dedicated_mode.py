@@ -72,9 +72,10 @@ VERIFY_S = 120
 #: ``--cutover`` then: three drains (a group join each), the verify, the placements.
 CUTOVER_S = 240
 OURS_ABC_S = SEED_S + MIRRORED_S + SYNCED_S + 2 * LOOK_S + OUTCOME_S + 30 + STOP_S + VERIFY_S + CUTOVER_S
-#: Emptied clusters, the scenario under Kafka's MirrorMaker 2, then ours taking over and the reads.
+#: Emptied clusters, the scenario under Kafka's MirrorMaker 2, then ours taking over and the reads,
+#: then Kafka's MirrorMaker 2 taking the flows back.
 THEIRS_S = (FORMAT_TIMEOUT_S + READY_TIMEOUT_S + SEED_S + THEIRS_MIRRORED_S + THEIRS_SYNCED_S + 2 * LOOK_S
-            + OUTCOME_S + STOP_S + SEED_S + 120 + STOP_S + 60)
+            + OUTCOME_S + STOP_S + SEED_S + 120 + STOP_S + 60 + SEED_S + THEIRS_MIRRORED_S + STOP_S + 60)
 
 
 @pytest.fixture(scope="module")
@@ -328,6 +329,8 @@ def test_three_clusters_from_one_file(ours_abc, abc):
     metrics = result.metrics
     assert re.search(r'kafka_connect_mirror_mirrorsourceconnector_record_count\{partition="0",source="A",'
                      r'target="B",topic="A.orders"\} \d+', metrics), metrics[:2000]
+    assert re.search(r'kafka_connect_mirror_mirrorcheckpointconnector_checkpoint_latency_ms\{group="app",'
+                     r'partition="\d+",source="A",target="B",topic="A.orders"\}', metrics)  # the remote topic
     for name in ("kafka_connect_mirror_mirrorsourceconnector_replication_latency_ms_avg",
                  "kafka_connect_mirror_mirrorsourceconnector_record_age_ms_max",
                  "kafka_connect_mirror_mirrorsourceconnector_byte_rate",
@@ -469,7 +472,7 @@ def test_clusters_option_and_a_failing_flow_retried_while_the_others_go_on(abc, 
         "x->z.emit.offset-syncs.enabled": "false",  # its assignment would wait 10 s more for the target
         "emit.heartbeats.enabled": "false", "z.bootstrap.servers": z.broker.sasl_bootstrap,
         "z.security.protocol": "SASL_PLAINTEXT", "z.sasl.mechanism": "SCRAM-SHA-256", "z.sasl.jaas.config": jaas,
-        "topic.filter.class": "com.example.TopicFilter"})
+        "consumer.poll.timeout.ms": 1000})
     node = ours(path, tmp_path / "node.log", "--clusters", "y", "z")
     try:
         y.read_values(f"x.{on_x}", [r.value for r in records])
@@ -485,7 +488,7 @@ def test_clusters_option_and_a_failing_flow_retried_while_the_others_go_on(abc, 
     assert status == 143, log[-3000:]
     assert re.search(r"WARN \[x->z\] This flow failed: authentication failed with the target cluster .*"
                      r"starts again in 1 s \(restart 1\)", log), log[-3000:]
-    assert len([line for line in log.splitlines() if "topic.filter.class" in line]) == 1
+    assert len([line for line in log.splitlines() if "consumer.poll.timeout.ms" in line]) == 1
     assert "wrong" not in log  # the password is never logged
 
 
@@ -493,7 +496,11 @@ def test_a_bad_file_and_an_unknown_alias_are_one_line_and_exit_1(tmp_path):
     for name, text, message in (
             ("malformed", "clusters = A\nA.bootstrap.servers = x:1\nbad = \\u00zz\n", "malformed properties"),
             ("alias", "clusters = A, B\nA.bootstrap.servers = x:1\nB.bootstrap.servers = y:1\nA->C.enabled = true\n",
-             "A->C.enabled: not a flow between two clusters listed in clusters")):
+             "A->C.enabled: not a flow between two clusters listed in clusters"),
+            ("filter", "clusters = A, B\nA.bootstrap.servers = x:1\nB.bootstrap.servers = y:1\nA->B.enabled = true\n"
+                       "topic.filter.class = com.example.TopicFilter\n",
+             "topic.filter.class = com.example.TopicFilter: a Java TopicFilter cannot run here; use topics and "
+             "topics.exclude")):
         path = tmp_path / f"{name}.properties"
         path.write_text(text)
         done = subprocess.run([sys.executable, str(BIN), str(path)], capture_output=True, text=True, timeout=60)
@@ -520,9 +527,9 @@ def test_kafka_mirror_maker_2_on_the_same_file_gives_the_same(ours_abc, abc, tmp
     log4j2.write_text("status = error\nappender.e.type = Console\nappender.e.name = e\nappender.e.target = SYSTEM_ERR\n"
                       "appender.e.layout.type = PatternLayout\nappender.e.layout.pattern = [%d] %p %m (%c)%n\n"
                       "rootLogger.level = WARN\nrootLogger.appenderRef.e.ref = e\n")
-    theirs = MirrorProcess([], tmp_path / "mm2.log", command=[
-        java(), *RUN_CLASS_FLAGS, f"-Dlog4j2.configurationFile={log4j2}", "-cp", classpath(MIRROR_MAKER_2),
-        "org.apache.kafka.connect.mirror.MirrorMaker", str(path)])
+    command = [java(), *RUN_CLASS_FLAGS, f"-Dlog4j2.configurationFile={log4j2}", "-cp", classpath(MIRROR_MAKER_2),
+               "org.apache.kafka.connect.mirror.MirrorMaker", str(path)]
+    theirs = MirrorProcess([], tmp_path / "mm2.log", command=command)
     try:
         wait_for_all(lambda: mirrored(abc), THEIRS_MIRRORED_S, "every flow mirrored by MirrorMaker 2", theirs)
         wait_for_all(lambda: synced(abc), THEIRS_SYNCED_S, "MirrorMaker 2's syncs, checkpoints and heartbeats", theirs)
@@ -551,3 +558,16 @@ def test_kafka_mirror_maker_2_on_the_same_file_gives_the_same(ours_abc, abc, tmp
     counts = Counter(rec.value for _p, _o, rec in abc["B"].read_all("A.orders"))
     assert set(counts) == {r.value for r in ORDERS + later}  # nothing skipped
     assert sum(counts.values()) - len(counts) < len(ORDERS)  # and not mirrored again from the start
+    # And back: Kafka's MirrorMaker 2 resumes where ours left the flows, from Connect's offsets,
+    # which ours kept current: nothing mirrored twice past ours' last commit, nothing skipped.
+    again = make_records(100, "again")
+    abc["A"].seed("orders", again)
+    back = MirrorProcess([], tmp_path / "mm2-back.log", command=command)
+    try:
+        abc["B"].read_values("A.orders", [r.value for r in again], timeout_s=THEIRS_MIRRORED_S,
+                             evidence=back.log_tail)
+    finally:
+        back.stop()
+    counts = Counter(rec.value for _p, _o, rec in abc["B"].read_all("A.orders"))
+    assert all(counts[r.value] == 1 for r in later + again), {r.value: counts[r.value] for r in later + again
+                                                               if counts[r.value] != 1}

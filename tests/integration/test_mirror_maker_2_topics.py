@@ -229,3 +229,38 @@ def test_the_same_names_configs_and_acls_as_kafka_mirror_maker_2(tmp_path, sourc
     finally:
         assert ours.stop() == 143
         theirs.stop()
+
+
+def test_an_mm2_file_without_syncs_creates_topics_as_mirror_maker_2_and_follows_a_new_partition(tmp_path, source,
+                                                                                              target):
+    """sync.topic.configs.enabled = false and refresh.topics.enabled = false, as a team's file may
+    have them: the compacted source topic still arrives compacted (MirrorMaker 2's createNewTopics
+    copies the configs whatever the flag), and a partition added to the source while mirrored is
+    mirrored into a target partition grown for it, never a send to a partition the target lacks."""
+    from .test_dedicated_mode import BIN as DEDICATED_BIN, write_mm2
+
+    a, b = (side + unique("")[-6:] for side in ("a", "b"))  # this test's own aliases and groups
+    topic = source.create_topic("compacted", partitions=2, config={"cleanup.policy": "compact",
+                                                                   "min.compaction.lag.ms": "60000"})
+    first = make_records(40, "first")
+    source.seed(topic, first)
+    path = write_mm2(tmp_path / "mm2.properties", {a: source, b: target}, extra={
+        f"{a}->{b}.enabled": "true", "topics": topic, "emit.heartbeats.enabled": "false",
+        "sync.topic.configs.enabled": "false", "refresh.topics.enabled": "false",
+        f"{a}->{b}.consumer.metadata.max.age.ms": 2000})  # the group sees the new partition soon
+    mirror = MirrorProcess([], tmp_path / "m.log", command=[sys.executable, str(DEDICATED_BIN), str(path)])
+    remote = f"{a}.{topic}"
+    try:
+        target.read_values(remote, [r.value for r in first], timeout_s=90, evidence=mirror.log_tail)
+        assert topic_configs(target, remote) == {"cleanup.policy": "compact", "min.compaction.lag.ms": "60000"}
+        source.admin().create_partitions([NewPartitions(topic, 3)], request_timeout=30)[topic].result()
+        later = make_records(20, "later")
+        source.seed(topic, later, partition=2)
+        wait_until(lambda: target.partitions(remote) == 3, 60, f"{remote} grown to 3 partitions",
+                   evidence=mirror.log_tail)
+        target.read_values(remote, [r.value for r in later], timeout_s=90, evidence=mirror.log_tail)
+        assert {p for p, _o, rec in target.read_all(remote, expected=60) if rec.value.startswith(b"later")} == {2}
+        assert mirror.process.poll() is None, mirror.log_tail()
+        assert f"Target topic {remote} grew from 2 to 3 partitions (as its source topic)" in mirror.log()
+    finally:
+        assert mirror.stop() == 143, mirror.log_tail()

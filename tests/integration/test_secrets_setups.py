@@ -17,7 +17,7 @@ from confluent_kafka.admin import (AclOperation, ResourcePatternType, ResourceTy
 from mirror_maker.embedded import free_port
 
 from .harness import MirrorProcess, make_records, mirror_args, mirror_files, unique, wait_until
-from .test_security import JAAS_MODULES, allow, sasl
+from .test_security import JAAS_MODULES, allow, reads_as, sasl
 
 pytestmark = [pytest.mark.needs_kafka_feature("SASL logins and TLS listeners"),
               pytest.mark.needs_own_brokers("SASL users and the TLS listener the tests set up")]
@@ -169,6 +169,7 @@ def test_a_marker_password_in_an_mm2_properties_file_is_never_shown(tmp_path, so
     allow(source, user, ResourceType.TOPIC, "*", AclOperation.DESCRIBE, AclOperation.DESCRIBE_CONFIGS)
     records = make_records(100)
     source.seed(topic, records)
+    reads_as(source, user, MARKER, topic, unique("mm2-probe"))
     (tmp_path / "secrets.properties").write_text(f"store={MARKER}\n")
     props = {**PROVIDERS, "clusters": "A, B", "A->B.enabled": "true", "A->B.topics": topic,
              "emit.heartbeats.enabled": "false", "emit.offset-syncs.enabled": "false",
@@ -186,7 +187,7 @@ def test_a_marker_password_in_an_mm2_properties_file_is_never_shown(tmp_path, so
     try:
         target.read_values(f"A.{topic}", [r.value for r in records], timeout_s=60,
                            evidence=lambda: "\n".join(line for line in mirror.log().splitlines()
-                                                     if " DEBUG " not in line)[-4000:])
+                                                     if " DEBUG " not in line and "INFO Status" not in line))
         mirror.wait_for_log("Status A->B:", 15)
         metrics = wait_until(lambda: _scrape(props["metrics.port"]), 15, "/metrics")
         assert "kafka_connect_mirror_mirrorsourceconnector_record_count" in metrics

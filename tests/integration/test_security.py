@@ -12,7 +12,7 @@ from confluent_kafka.admin import (AclBinding, AclOperation, AclPermissionType, 
                                    ResourceType)
 
 from .conftest import SASL_USERS
-from .harness import Cluster, MirrorProcess, make_records, mirror_args, mirror_files, unique
+from .harness import Cluster, MirrorProcess, make_records, mirror_args, mirror_files, unique, wait_until
 
 pytestmark = [pytest.mark.needs_kafka_feature("SASL logins and ACLs"),
               pytest.mark.needs_own_brokers("SASL users and ACLs the tests set up")]
@@ -46,6 +46,29 @@ def allow(cluster: Cluster, user: str, resource_type, name: str, *operations,
                            operation, AclPermissionType.ALLOW) for operation in operations]
     for future in cluster.admin().create_acls(bindings, request_timeout=30).values():
         future.result()
+
+
+def reads_as(cluster: Cluster, user: str, password: str, topic: str, group: str,
+             mechanism: str = "SCRAM-SHA-256", timeout_s: float = 60.0) -> None:
+    """Wait until ``user`` reads ``topic`` in ``group`` over SASL: its credential and ACLs reach the
+    broker's authorizer through the metadata log a moment after the controller took them, and a
+    mirror started before that sees a different cluster than the test set up."""
+    from confluent_kafka import Consumer
+
+    conf = {"bootstrap.servers": cluster.broker.sasl_bootstrap, "security.protocol": "SASL_PLAINTEXT",
+            "sasl.mechanism": mechanism, "sasl.username": user, "sasl.password": password, "group.id": group,
+            "auto.offset.reset": "earliest", "enable.auto.commit": False, "log_level": 0}
+
+    def one_record() -> bool:
+        consumer = Consumer(conf)
+        try:
+            consumer.subscribe([topic])
+            msg = consumer.poll(5)
+            return msg is not None and msg.error() is None
+        finally:
+            consumer.close()
+
+    wait_until(one_record, timeout_s, f"{user} allowed to read {topic} in group {group}")
 
 
 def assert_no_secret(log: str) -> None:

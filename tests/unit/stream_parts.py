@@ -182,8 +182,8 @@ class TargetTopics:
     def ensure(self, mapping):
         self.ensured.append(mapping)
 
-    def require_partitions(self, mapping):
-        pass
+    def require_partitions(self, mapping, grow, why):
+        self.required = (mapping, grow, why)
 
 
 class Subscription:

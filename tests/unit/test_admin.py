@@ -42,6 +42,18 @@ class FakeAdmin:
             futures[new.topic] = future
         return futures
 
+    def create_partitions(self, new_partitions, request_timeout=None):
+        futures = {}
+        for new in new_partitions:
+            future = Future()
+            if self.create_error is not None:
+                future.set_exception(KafkaException(KafkaError(self.create_error)))
+            else:
+                self.topics[new.topic] = max(self.topics[new.topic], new.new_total_count)
+                future.set_result(None)
+            futures[new.topic] = future
+        return futures
+
     def describe_configs(self, resources, request_timeout=None):
         futures = {}
         for resource in resources:
@@ -230,3 +242,25 @@ def test_a_held_topic_creation_is_waited_for_until_it_is_answered():
     threading.Timer(0.6, target.answer).start()  # after two of the stop's slices
     topics.ensure({"orders": ["orders"]})
     assert topics._pending == set() and target.topics == {"orders": 1}
+
+
+def test_a_short_target_topic_grows_before_a_partition_kept_record_goes_there_or_is_one_clear_line(caplog):
+    """A source topic that gained a partition: where records keep their partition number, the
+    target topic grows to the source's count when the mirror keeps partitions in line (MirrorMaker
+    2's dedicated mode, --refresh.topics.enabled), else one line saying what to do; never a send
+    to a partition the target lacks."""
+    source, target = FakeAdmin({"orders": 4}), FakeAdmin({"A.orders": 3})
+    topics = TargetTopics(source, target)
+    topics.require_partitions({"orders": ["A.orders"]}, grow=True, why="the message handler")
+    assert target.topics["A.orders"] == 4
+    assert "Target topic A.orders grew from 3 to 4 partitions (as its source topic)" in caplog.text
+    target.topics["A.orders"] = 3
+    with pytest.raises(ClientFailed, match="the message handler keeps partition numbers: target topic A.orders "
+                                           "has 3 partitions, fewer than the 4 of source topic orders; add "
+                                           "partitions to the target topic"):
+        topics.require_partitions({"orders": ["A.orders"]}, grow=False, why="the message handler")
+    assert target.topics["A.orders"] == 3
+    target.create_error = KafkaError.TOPIC_AUTHORIZATION_FAILED  # no ALTER on the target topic
+    with pytest.raises(ClientFailed, match="--use.raw.bytes keeps partition numbers, and target topic A.orders "
+                                           "cannot grow to the 4 partitions of source topic orders: "):
+        topics.require_partitions({"orders": ["A.orders"]}, grow=True, why="--use.raw.bytes")

@@ -112,6 +112,8 @@ def test_unknown_assignor_is_an_error():
 @pytest.mark.parametrize("role,key,value,expected", [
     ("consumer", "fetch.max.wait.ms", "100", ("fetch.wait.max.ms", "100")),
     ("consumer", "receive.buffer.bytes", "65536", ("socket.receive.buffer.bytes", "65536")),
+    ("consumer", "metadata.max.age.ms", "2000", ("topic.metadata.refresh.interval.ms", "2000")),
+    ("producer", "metadata.max.age.ms", "86400000", ("topic.metadata.refresh.interval.ms", "3600000")),
     ("consumer", "auto.offset.reset", "none", ("auto.offset.reset", "error")),
     ("consumer", "auto.offset.reset", "EARLIEST", ("auto.offset.reset", "earliest")),
     ("producer", "buffer.memory", "33554432", ("queue.buffering.max.kbytes", "32768")),

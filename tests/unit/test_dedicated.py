@@ -22,6 +22,22 @@ BASE = {"clusters": "A, B, C", "A.bootstrap.servers": "127.0.0.1:1", "B.bootstra
         "C.bootstrap.servers": "127.0.0.1:3"}
 
 
+class NoKeeper:
+    """The supervisor's keeper of Connect's offsets, for flows without brokers."""
+
+    def __init__(self, flow, leading, wait):
+        self.finals = 0
+
+    def seen(self, positions):
+        assert positions == {}
+
+    def start(self):
+        pass
+
+    def final(self):
+        self.finals += 1
+
+
 def flows(targets=None, **props):
     return {flow.name: flow for flow in plan_flows(parse({**BASE, **props}), targets)}
 
@@ -52,7 +68,9 @@ def test_heartbeats_run_for_every_pair_as_mirror_maker_2_s_herders():
     assert sorted(flows(["A"], **{"A->B.enabled": "true"})) == ["B->A", "C->A"]  # --clusters A: flows into A
 
 
-def test_a_flow_s_value_wins_over_the_top_level_and_a_worker_setting_is_read_per_target():
+def test_a_flow_s_value_wins_over_the_top_level_and_a_worker_setting_is_read_per_target_only(caplog):
+    """MirrorMakerConfig: a connector setting is the flow's, else the top level's; a worker setting
+    (workerConfig) the target cluster's only: a top-level offset.flush.interval.ms is not read."""
     planned = flows(**{"A->B.enabled": "true", "A->C.enabled": "true", "topics": "orders.*",
                        "A->C.topics": "payments", "tasks.max": "3", "A->C.tasks.max": "1",
                        "A.topics": "ignored", "B.offset.flush.interval.ms": "1000", "offset.flush.interval.ms": "5000",
@@ -61,7 +79,9 @@ def test_a_flow_s_value_wins_over_the_top_level_and_a_worker_setting_is_read_per
     assert ab.include.fullmatch("orders-1") and not ab.include.fullmatch("payments")
     assert ac.include.fullmatch("payments") and not ac.include.fullmatch("orders-1")
     assert (ab.num_streams, ac.num_streams) == (3, 1)
-    assert (ab.offset_commit_interval_ms, ac.offset_commit_interval_ms) == (1000, 5000)
+    assert (ab.offset_commit_interval_ms, ac.offset_commit_interval_ms) == (1000, 60000)
+    assert ("mm2.properties: offset.flush.interval.ms: MirrorMaker 2 reads offset.flush.interval.ms only per "
+            "cluster (<alias>.): ignored here") in caplog.text
     assert ab.replication.sync_group_offsets
     assert not ac.replication.emit_checkpoints and not ac.replication.sync_group_offsets  # needs checkpoints
 
@@ -132,17 +152,17 @@ def test_bad_input_is_one_line(props, message):
 
 def test_what_this_tool_does_not_use_is_one_line_each(caplog):
     caplog.set_level(logging.INFO)
-    parse({**BASE, "A->B.enabled": "true", "topic.filter.class": "com.example.Filter", "A.topics": "x",
+    parse({**BASE, "A->B.enabled": "true", "consumer.poll.timeout.ms": "5", "A.topics": "x",
            "A.max.poll.records": "5", "A->B.producer.linger.ms": "5", "B.admin.request.timeout.ms": "5",
-           "no.such.setting": "1", "offset.storage.replication.factor": "1", "B.group.id": "mm2-workers"})
+           "no.such.setting": "1", "config.storage.replication.factor": "1", "B.group.id": "mm2-workers"})
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert len(warnings) == 6, warnings
-    for expected in ("topic.filter.class is not supported", "A.topics: MirrorMaker 2 reads topics only at the top "
-                     "level or per flow", "use A.consumer.max.poll.records", "A->B.producer.linger.ms",
+    for expected in ("consumer.poll.timeout.ms is not supported", "A.topics: MirrorMaker 2 reads topics only per "
+                     "flow (<a>-><b>.) or at the top level", "use A.consumer.max.poll.records", "A->B.producer.linger.ms",
                      "B.admin.request.timeout.ms", "no.such.setting is not a MirrorMaker 2 setting"):
         assert any(expected in w for w in warnings), expected
     info = [r.getMessage() for r in caplog.records if "Kafka Connect's own settings" in r.getMessage()]
-    assert info and "B.group.id, offset.storage.replication.factor" in info[0]
+    assert info and "B.group.id, config.storage.replication.factor" in info[0]
 
 
 def test_exactly_once_per_target_cluster_with_mirror_maker_2_s_defaults():
@@ -171,8 +191,171 @@ def test_every_setting_of_the_file_is_read_at_scopes_that_exist_and_none_is_also
 def test_a_replication_factor_of_minus_one_is_the_broker_s_default():
     options = flows(**{"A->B.enabled": "true", "replication.factor": "-1",
                        "A->B.checkpoints.topic.replication.factor": "-1"})["A->B"].config.replication
-    assert options.replication_factor is None and options.checkpoints_replication_factor is None
-    assert options.offset_syncs_replication_factor == 3
+    assert options.replication_factor is None and options.internal_replication_factor("checkpoints") is None
+    assert options.internal_replication_factor("offset-syncs") == 3
+    # An internal topic's -1 is the broker's default, not the remote topics' factor.
+    options = flows(**{"A->B.enabled": "true", "replication.factor": "2",
+                       "heartbeats.topic.replication.factor": "-1"})["A->B"].config.replication
+    assert options.internal_replication_factor("heartbeats") is None and options.replication_factor == 2
+    with pytest.raises(ConfigError, match="heartbeats.topic.replication.factor = 0 is not a replication factor"):
+        flows(**{"A->B.enabled": "true", "heartbeats.topic.replication.factor": "0"})
+
+
+def test_worker_settings_are_read_per_target_cluster_only_as_mirror_maker_2_s_worker_config(caplog):
+    planned = flows(**{"A->B.enabled": "true", "exactly.once.source.support": "enabled",
+                       "A->B.offset.flush.interval.ms": "5", "emit.heartbeats.enabled": "false"})
+    assert not planned["A->B"].config.exactly_once and planned["A->B"].config.offset_commit_interval_ms == 60000
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert warnings == [
+        "mm2.properties: exactly.once.source.support: MirrorMaker 2 reads exactly.once.source.support only per "
+        "cluster (<alias>.): ignored here",
+        "mm2.properties: A->B.offset.flush.interval.ms: MirrorMaker 2 reads offset.flush.interval.ms only per "
+        "cluster (<alias>.): ignored here"]
+    # offset.storage.*: the top level's wins over the target cluster's (workerConfig puts it last).
+    planned = flows(**{"A->B.enabled": "true", "emit.heartbeats.enabled": "false", "offset.storage.topic": "top",
+                       "B.offset.storage.topic": "b"})
+    assert planned["A->B"].connect_offsets_topic == "top"
+
+
+def test_a_top_level_enabled_runs_every_pair_mirror_maker_2_runs():
+    """clusterPairs makes a herder for a pair whose own enabled is true or whose heartbeats are on;
+    its connectors then read enabled from the flow, else the top level."""
+    planned = flows(**{"enabled": "true"})
+    assert sorted(name for name, flow in planned.items() if flow.enabled) == [
+        "A->B", "A->C", "B->A", "B->C", "C->A", "C->B"]
+    planned = flows(**{"enabled": "true", "B->C.enabled": "false", "emit.heartbeats.enabled": "false",
+                       "A->B.enabled": "true"})
+    assert sorted(planned) == ["A->B"]  # no herder for the others: MirrorMaker 2 runs nothing there
+    with pytest.raises(ConfigError, match="no source->target replication flows"):
+        flows(**{"enabled": "true", "emit.heartbeats.enabled": "false"})
+
+
+def test_mirror_maker_2_s_default_plugin_classes_are_accepted_and_another_is_refused_in_one_line():
+    defaults = {"topic.filter.class": "org.apache.kafka.connect.mirror.DefaultTopicFilter",
+                "group.filter.class": "org.apache.kafka.connect.mirror.DefaultGroupFilter",
+                "config.property.filter.class": "org.apache.kafka.connect.mirror.DefaultConfigPropertyFilter",
+                "forwarding.admin.class": "org.apache.kafka.clients.admin.ForwardingAdmin"}
+    assert flows(**{"A->B.enabled": "true", **defaults})["A->B"].enabled
+    for key, use in (("topic.filter.class", "use topics and topics.exclude"),
+                     ("A->B.group.filter.class", "use groups and groups.exclude"),
+                     ("config.property.filter.class", "use config.properties.exclude"),
+                     ("forwarding.admin.class", "created through the admin API")):
+        with pytest.raises(ConfigError) as raised:
+            flows(**{"A->B.enabled": "true", key: "com.example.Custom"})
+        assert str(raised.value).startswith(f"mm2.properties: {key} = com.example.Custom: a Java ")
+        assert use in str(raised.value)
+
+
+def test_kafka_3_s_blacklist_keys_are_read_where_the_exclude_keys_are_not_given(caplog):
+    caplog.set_level(logging.INFO)
+    planned = flows(**{"A->B.enabled": "true", "A->C.enabled": "true", "topics.blacklist": "secret.*",
+                       "A->C.topics.exclude": "audit", "groups.blacklist": "batch-.*",
+                       "config.properties.blacklist": "retention\\.ms"})
+    ab, ac = planned["A->B"].config, planned["A->C"].config
+    assert ab.include.fullmatch("orders") and not ab.include.fullmatch("secret-1")
+    assert ac.include.fullmatch("secret-1") and not ac.include.fullmatch("audit")  # the new key wins
+    assert ab.replication.groups_exclude.startswith("batch-.*")
+    assert ab.replication.config_exclude_pattern.fullmatch("retention.ms")
+    assert not ab.replication.config_exclude_pattern.fullmatch("min.insync.replicas")  # the default replaced
+    assert not [r for r in caplog.records if r.levelno == logging.WARNING]
+    assert ("Kafka 3.x's names, removed in Kafka 4.0, are read where the new name is not given: "
+            "config.properties.blacklist (as config.properties.exclude), groups.blacklist (as groups.exclude), "
+            "topics.blacklist (as topics.exclude)") in caplog.text
+
+
+def test_the_internal_topic_separator_can_be_left_out_of_internal_topic_names():
+    from mirror_maker.replication.policies import topic_rules
+
+    for enabled, syncs, checkpoints in (("true", "mm2-offset-syncs_B_internal", "A_checkpoints_internal"),
+                                        ("false", "mm2-offset-syncs.B.internal", "A.checkpoints.internal")):
+        options = flows(**{"A->B.enabled": "true", "replication.policy.separator": "_",
+                           "replication.policy.internal.topic.separator.enabled": enabled})["A->B"].config.replication
+        policy = topic_rules(options).policy
+        assert (policy.offset_syncs_topic("B"), policy.checkpoints_topic("A")) == (syncs, checkpoints)
+        assert policy.format_remote_topic("A", "orders") == "A_orders"
+
+
+def test_a_sync_for_every_record_with_offset_lag_max_0_and_source_configs_on_every_new_topic():
+    options = flows(**{"A->B.enabled": "true", "offset.lag.max": "0",
+                       "sync.topic.configs.enabled": "false"})["A->B"].config.replication
+    assert options.offset_lag_max == 0 and not options.sync_topic_configs
+    assert options.mirror_maker_2_creation  # MirrorMaker 2's createNewTopics copies them whatever the flag says
+
+
+def test_our_positions_are_written_byte_for_byte_as_kafka_connect_writes_them():
+    """Connect looks a position up by its key's bytes: JsonConverter without schemas, the source
+    partition map in Java's HashMap order (cluster, partition, topic), no spaces."""
+    from mirror_maker.dedicated.connect_offsets import WRITER_HEADER, decode, key_bytes, value_bytes
+    from mirror_maker.records import TopicPartition
+
+    tp = TopicPartition("orders-2", 11)
+    assert key_bytes("us-west", tp) == b'["MirrorSourceConnector",{"cluster":"us-west","partition":11,"topic":"orders-2"}]'
+    assert value_bytes(501) == b'{"offset":500}'  # the last mirrored: MirrorMaker 2 resumes one past it
+    _tp, position = decode(key_bytes("us-west", tp), value_bytes(501), [(WRITER_HEADER, b"x")], "us-west")
+    assert (position.next_offset, position.ours) == (501, True)
+
+
+def test_a_take_over_takes_mirror_maker_2_s_newer_positions_and_never_our_own():
+    """MirrorMaker 2 ran since our last commit: its position ahead of the group's is taken; one we
+    wrote is the group's own past (an operator may have rewound the group since): never taken."""
+    from mirror_maker.dedicated.connect_offsets import Position
+    from mirror_maker.dedicated.takeover import to_take
+    from mirror_maker.records import TopicPartition
+
+    def tp(p, topic="orders"):
+        return TopicPartition(topic, p)
+
+    points = {tp(0): Position(50, ours=False), tp(1): Position(50, ours=False), tp(2): Position(90, ours=True),
+              tp(3): Position(7, ours=False), tp(4): Position(9, ours=True), tp(0, "skipped"): Position(5, ours=False)}
+    committed = {tp(0): 40, tp(1): 60, tp(2): 20}
+    assert to_take(points, committed, lambda topic: topic == "orders") == {tp(0): 50, tp(3): 7, tp(4): 9}
+
+
+def test_the_keeper_writes_what_moved_survives_a_failed_round_and_writes_once_more_at_the_stop(monkeypatch, caplog):
+    """Connect's offsets are kept at the flow's committed offsets by the elected node; MirrorMaker
+    2's positions the flow took are written again as ours; a round that failed (any error) is
+    one WARN, and the next one starts with a new producer."""
+    from types import SimpleNamespace
+
+    from mirror_maker.dedicated import takeover
+    from mirror_maker.dedicated.connect_offsets import Position
+    from mirror_maker.records import TopicPartition
+
+    orders0, orders1 = TopicPartition("orders", 0), TopicPartition("orders", 1)
+    committed = {orders0: 10, orders1: 5, TopicPartition("other", 0): 3}
+    writers, answers = [], [None, BufferError("Local: Queue full"), None, None]
+
+    class Writer:
+        def __init__(self, topic, source, conf, admin, partitions, factor, written):
+            self.written, self.rounds, self.closed = dict(written), [], False
+            writers.append(self)
+
+        def write(self, positions, timeout_s):
+            answer = answers.pop(0)
+            if answer is not None:
+                raise answer
+            moved = {tp: o for tp, o in positions.items() if self.written.get(tp) != o}
+            self.rounds.append(moved)
+            self.written.update(moved)
+            return len(moved)
+
+        def close(self, timeout_s):
+            self.closed = True
+
+    monkeypatch.setattr(takeover, "ConnectOffsetsWriter", Writer)
+    monkeypatch.setattr(takeover, "FlowOffsets", lambda flow: SimpleNamespace(committed=lambda t=None: dict(committed)))
+    monkeypatch.setattr(takeover, "admin_client", lambda conf, name: None)
+    flow = flows(**{"A->B.enabled": "true", "topics": "orders"})["A->B"]
+    keeper = takeover.ConnectOffsetsKeeper(flow, lambda: True, lambda s: True)
+    keeper.seen({orders0: Position(10, ours=False), orders1: Position(5, ours=True)})
+    assert keeper.keep(1.0) == 1 and writers[0].rounds == [{orders0: 10}]  # MirrorMaker 2's, written as ours
+    committed[orders1] = 7
+    assert keeper.keep(1.0) == 0 and writers[0].closed
+    assert "Cannot keep mm2-offsets.A.internal" in caplog.text and "BufferError: Local: Queue full" in caplog.text
+    committed[orders0] = 12
+    keeper.final()
+    assert len(writers) == 2 and writers[1].rounds == [{orders0: 12, orders1: 7}] and writers[1].closed
+    assert "mm2-offsets.A.internal is current again" in caplog.text
 
 
 def test_the_command_line(tmp_path, capsys):
@@ -253,7 +436,7 @@ def test_rates_over_the_last_window():
 
 
 def test_where_kafka_s_mirror_maker_2_left_a_flow_is_read_from_connect_s_offsets():
-    from mirror_maker.dedicated.takeover import _read
+    from mirror_maker.dedicated.connect_offsets import Position, decode
     from mirror_maker.records import TopicPartition
 
     found = {}
@@ -264,8 +447,12 @@ def test_where_kafka_s_mirror_maker_2_left_a_flow_is_read_from_connect_s_offsets
                        (b'["MirrorSourceConnector",{"cluster":"C","partition":2,"topic":"orders"}]', b'{"offset":5}'),
                        (b'["MirrorHeartbeatConnector",{"sourceClusterAlias":"A","targetClusterAlias":"B"}]',
                         b'{"offset":0}'), (b"not json", b"{}")):
-        _read(key, value, "A", found)
-    assert found == {TopicPartition("orders", 0): 100}  # one past the last mirrored; a tombstone forgets
+        decoded = decode(key, value, None, "A")
+        if decoded is not None:
+            tp, position = decoded
+            found.pop(tp, None) if position is None else found.__setitem__(tp, position)
+    # One past the last mirrored, not ours (no header); a tombstone forgets.
+    assert found == {TopicPartition("orders", 0): Position(100, ours=False)}
     planned = flows(**{"A->B.enabled": "true", "B.offset.storage.topic": "mm2-progress"})
     assert planned["A->B"].connect_offsets_topic == "mm2-progress"
     assert planned["C->A"].connect_offsets_topic == "mm2-offsets.C.internal"
@@ -301,7 +488,8 @@ def test_an_exactly_once_flow_runs_only_on_the_node_that_holds_its_election(monk
 
     from mirror_maker.dedicated import supervisor as sup
 
-    monkeypatch.setattr(sup, "take_over", lambda flow: None)
+    monkeypatch.setattr(sup, "take_over", lambda flow: {})
+    monkeypatch.setattr(sup, "ConnectOffsetsKeeper", NoKeeper)
     monkeypatch.setattr(sup, "ELECTION_CHECK_S", 0.01)
     election = SimpleNamespace(leading=False)
     stop = threading.Event()

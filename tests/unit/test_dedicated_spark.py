@@ -16,6 +16,8 @@ from mirror_maker.cli import exit_codes
 from mirror_maker.cli.dedicated import invoke
 from mirror_maker.dedicated import supervisor as supervisor_module
 from mirror_maker.dedicated.flows import RunSettings, plan_flows
+
+from .test_dedicated import NoKeeper
 from mirror_maker.dedicated.mm2_file import parse
 from mirror_maker.errors import ClientFailed, ConfigError, MirrorFailure, SendFailed
 from mirror_maker.spark.control import ControlClient
@@ -268,7 +270,8 @@ class FakeSpark:
 def offline(monkeypatch):
     """Flows that need no broker: no election consumer, no takeover, a short backoff."""
     monkeypatch.setattr(supervisor_module, "SingletonElection", FakeElection)
-    monkeypatch.setattr(supervisor_module, "take_over", lambda flow: None)
+    monkeypatch.setattr(supervisor_module, "take_over", lambda flow: {})
+    monkeypatch.setattr(supervisor_module, "ConnectOffsetsKeeper", NoKeeper)
     monkeypatch.setattr(supervisor_module, "BACKOFF_S", 0.01)
 
 
@@ -353,8 +356,8 @@ def test_mirror_maker_2_metric_names_come_from_the_workers_metrics(offline):
     assert re.search(r'kafka_connect_mirror_mirrorsourceconnector_record_count\{partition="1",source="A",'
                      r'target="B",topic="A.orders"\} 8.0', text), text
     assert re.search(r'kafka_connect_mirror_mirrorsourceconnector_record_age_ms_max\{partition="0",.*\} 50.0', text)
-    assert 'kafka_connect_mirror_mirrorcheckpointconnector_checkpoint_latency_ms_max{group="app",partition="0"' \
-           in text
+    assert re.search(r'kafka_connect_mirror_mirrorcheckpointconnector_checkpoint_latency_ms_max\{group="app",'
+                     r'partition="0",source="A",target="B",topic="A.orders"\}', text), text  # the remote topic
     assert "kafka_connect_worker_task_count 2.0" in text
     assert re.search(r'mirrormaker_record_count_total\{partition="0",source="A",target="B",target_topic="A.orders",'
                      r'topic="orders",worker="0"\} 5.0', text), text

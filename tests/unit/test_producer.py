@@ -131,6 +131,39 @@ def test_a_record_larger_than_message_max_bytes_is_a_send_failure_naming_the_sou
         p.close(time.monotonic())
 
 
+def test_a_record_refused_as_local_fatal_error_fails_the_run_with_the_fatal_error_s_cause():
+    """A produce after librdkafka's fatal error (an idempotent producer id the target refused)
+    raises "Local: Fatal error", which names no cause; the run's one line is the cause poll() raises."""
+    from confluent_kafka import KafkaError, KafkaException
+
+    from mirror_maker.clients.client_errors import ClientErrors
+    from mirror_maker.errors import ClientFailed
+
+    class Fatal:
+        def produce(self, *args, **kwargs):
+            raise KafkaException(KafkaError(KafkaError._FATAL, "Local: Fatal error"))
+
+        def poll(self, timeout=None):
+            raise KafkaException(KafkaError(KafkaError.CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed",
+                                            fatal=True))
+
+        def __len__(self):
+            return 0
+
+    state, metrics = RunState(), MirrorMetrics()
+    p = MirrorProducer({**UNREACHABLE}, state, abort_on_send_failure=True, metrics=metrics,
+                       errors=ClientErrors("target", "127.0.0.1:1", state, "User:bob"))
+    real, p._producer = p._producer, Fatal()
+    p.produce = p._producer.produce  # the bound method the copier calls
+    try:
+        send(p, 0)
+        assert isinstance(state.failure, ClientFailed) and "not authorized" in str(state.failure), state.failure
+        assert "User:bob" in str(state.failure) and metrics.totals()["dropped"] == 0
+    finally:
+        p._producer = real
+        p.close(time.monotonic())
+
+
 def test_with_abort_the_first_refused_record_fails_the_run_and_later_ones_are_not_counted_as_dropped():
     state, metrics = RunState(), MirrorMetrics()
     p = producer(state, metrics=metrics, **{"message.timeout.ms": 300, "linger.ms": 0})

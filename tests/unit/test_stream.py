@@ -235,6 +235,26 @@ def test_assign_resolves_start_offsets_and_assigns_as_the_protocol_requires(conf
     assert events == [("assigned", [T0, T1])]
 
 
+@pytest.mark.parametrize("refresh, mm2, grow", [(False, False, False), (True, False, True), (False, True, True)])
+def test_a_kept_partition_needs_its_target_partition_before_any_record_goes_there(refresh, mm2, grow):
+    """PartitionPreservingHandler sends a record to its source partition's number: an assignment
+    checks (and, where the mirror keeps partitions in line, grows) the target topic first; the
+    default handler's records go wherever the partitioner says, so nothing is checked."""
+    from dataclasses import replace
+
+    from mirror_maker.handlers import PartitionPreservingHandler
+
+    conf = config(**{"auto.offset.reset": "earliest"})
+    conf = replace(conf, replication=replace(conf.replication, refresh_topics=refresh, mirror_maker_2_creation=mm2))
+    consumer = Consumer(watermarks=(0, 5))
+    worker, _, _ = stream(handler=PartitionPreservingHandler(), assigned=(), conf=conf, consumer=consumer)
+    worker.parts.membership._on_assign(consumer, [KafkaTopicPartition("t", 0)])
+    assert worker._shared.target_topics.required == ({"t": ["t"]}, grow, "the message handler")
+    worker, _, _ = stream(assigned=(), conf=conf, consumer=consumer)
+    worker.parts.membership._on_assign(consumer, [KafkaTopicPartition("t", 0)])
+    assert not hasattr(worker._shared.target_topics, "required")
+
+
 def test_a_start_resolved_by_auto_offset_reset_is_committed_at_once_so_a_restart_keeps_it():
     """With the default latest, a crash before the first commit would resolve it again, past what
     arrived meanwhile."""
