@@ -132,8 +132,9 @@ def _outage(tmp_path, source, target, report, side, mode=RECORDS):
                     assert committed() <= target.count(topic), "an offset was committed past the target"
                 assert mirror.process.poll() is None, mirror.log()
                 time.sleep(2)
-            if side == "target":
-                assert "STALLED" in mirror.log(), "a mirror stuck behind its target says so"
+            if side == "target":  # at the first status line 15 s after its last acknowledgement, outage going on
+                wait_until(lambda: "STALLED" in mirror.log(), 20, "a mirror stuck behind its target to say so",
+                           evidence=mirror.log_tail)
             if side == "target" and mode is RAW:
                 problem = raw_queue_problem(mirror.log())
                 assert problem is None, f"{problem}: {mirror.log_tail(6000)}"
