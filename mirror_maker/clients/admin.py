@@ -9,10 +9,11 @@ import concurrent.futures
 import time
 from typing import Dict, Iterable, Optional
 
-from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka import ConsumerGroupTopicPartitions, KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient
 
 from ..ops.log import librdkafka_logger
+from ..records import TopicPartition
 
 METADATA_TIMEOUT_S = 10.0
 #: How often a metadata wait that a stop may end looks for one: at first, and at most.
@@ -47,6 +48,14 @@ def admin_client(conf: Dict[str, str], client_id: str) -> AdminClient:
     admin_conf["client.id"] = client_id
     admin_conf["logger"] = librdkafka_logger(client_id)
     return AdminClient(admin_conf)
+
+
+def group_offsets(admin: AdminClient, group: str, timeout_s: float = REQUEST_TIMEOUT_S) -> Dict[TopicPartition, int]:
+    """A consumer group's committed offsets (those it has: no -1); raises KafkaException."""
+    answer = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)],
+                                               request_timeout=timeout_s)[group].result()
+    return {TopicPartition(tp.topic, tp.partition): tp.offset for tp in answer.topic_partitions or []
+            if tp.offset >= 0}
 
 
 def list_topic_partitions(admin: AdminClient, topic: Optional[str] = None,

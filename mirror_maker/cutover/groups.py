@@ -15,7 +15,7 @@ from confluent_kafka import KafkaException
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 from confluent_kafka import ConsumerGroupTopicPartitions
 
-from ..clients.admin import REQUEST_TIMEOUT_S
+from ..clients.admin import REQUEST_TIMEOUT_S, group_offsets
 from ..errors import ClientFailed
 from ..records import TopicPartition
 from ..replication.checkpoints import has_active_members, selected_groups
@@ -54,10 +54,7 @@ def committed_offsets(admin, options, own: Iterable[str]) -> Committed:
         groups = [g for g in selected_groups(admin, options) if g not in skipped]
         committed: Committed = {}
         for group in groups:
-            answer = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)],
-                                                       request_timeout=REQUEST_TIMEOUT_S)[group].result()
-            offsets = {TopicPartition(tp.topic, tp.partition): tp.offset for tp in answer.topic_partitions or []
-                       if tp.offset >= 0}
+            offsets = group_offsets(admin, group)
             if offsets:
                 committed[group] = offsets
         return committed

@@ -24,7 +24,7 @@ from typing import Callable, Dict, Optional
 from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
-from ..clients.admin import admin_client, connection_settings
+from ..clients.admin import admin_client, connection_settings, group_offsets
 from ..records import TopicPartition
 from ..replication.policies import topic_rules
 from .connect_offsets import ConnectOffsetsWriter, Position, read_positions
@@ -67,13 +67,11 @@ class FlowOffsets:
         return self._admin
 
     def committed(self, timeout_s: float = TIMEOUT_S) -> Dict[TopicPartition, int]:
-        answer = self._client().list_consumer_group_offsets([ConsumerGroupTopicPartitions(self.group)],
-                                                            request_timeout=timeout_s)[self.group].result()
         found = {}
-        for tp in answer.topic_partitions or []:
+        for tp, offset in group_offsets(self._client(), self.group, timeout_s).items():
             source = self._to_source(tp.topic)
-            if tp.offset >= 0 and source is not None:
-                found[TopicPartition(source, tp.partition)] = tp.offset
+            if source is not None:
+                found[TopicPartition(source, tp.partition)] = offset
         return found
 
     def commit(self, positions: Dict[TopicPartition, int], timeout_s: float = TIMEOUT_S) -> None:

@@ -34,7 +34,7 @@ from confluent_kafka import TopicPartition as KafkaTopicPartition
 from confluent_kafka.admin import OffsetSpec
 
 from ..callbacks import client_callback
-from ..clients.admin import REQUEST_TIMEOUT_S
+from ..clients.admin import REQUEST_TIMEOUT_S, group_offsets
 from ..clients.polling import poll
 from ..ops.log import librdkafka_logger
 from ..records import TopicPartition
@@ -364,11 +364,9 @@ class ConsumerFailover:
 
     def _target_offsets(self, group: str) -> Dict[Tuple[str, int], int]:
         try:
-            answer = self._target.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)],
-                                                              request_timeout=REQUEST_TIMEOUT_S)[group].result()
+            return {(tp.topic, tp.partition): offset for tp, offset in group_offsets(self._target, group).items()}
         except KafkaException:
             return {}
-        return {(tp.topic, tp.partition): tp.offset for tp in answer.topic_partitions or [] if tp.offset >= 0}
 
     def emit_heartbeat(self) -> int:
         """Heartbeat: (source alias, target alias, now) to the target's heartbeats topic."""
