@@ -37,8 +37,8 @@ from ..callbacks import client_callback
 from ..clients.producer import _PURGED, MirrorProducer, _where
 from ..clients.committed import read_committed_offsets
 from ..errors import ClientFailed, SendFailed
-from ..offsets.transactional import (CALL_GRACE_S, ProducerUnusable, TargetOffsets, TransactionStuck, bounded, fence,
-                                     shard_number, transactional_id)
+from ..offsets.transactional import (CALL_GRACE_S, ProducerUnusable, TargetOffsets, TransactionStuck, bounded,
+                                     close_unused, fence, shard_number, transactional_id)
 from ..records import TopicPartition
 from .copier import Tracker
 from .positions import COMMITTED_TIMEOUT_S
@@ -147,12 +147,14 @@ class TransactionalProducer(MirrorProducer):
             self._committed += old.acknowledged()
 
     def abandon(self) -> None:
-        """Drop what is queued: this producer is not used again (a new one took its place)."""
+        """Drop what is queued and close the producer: it is not used again (a new one takes its
+        place), and a start of its own still going on must not fence that one (``close_unused``)."""
         self.purge()
         try:
             self._producer.flush(0)
         except Exception as exc:  # a producer whose call hung may answer nothing any more
             log.debug("abandoning a transactional producer: %s", exc)
+        close_unused(self._producer, self._transactional_id)
 
 
 class TransactionalSink:

@@ -13,7 +13,9 @@ offsets are committed too, best effort, so lag monitoring on the source keeps wo
 from __future__ import annotations
 
 import logging
+import threading
 import time
+import warnings
 import zlib
 from typing import Callable, Dict, Iterable, List, NamedTuple, Optional
 
@@ -362,15 +364,17 @@ def bounded(call, args, timeout_s: float, name: str, slow_after_s: Optional[floa
     not return by then is left behind (its producer is not used again) and TransactionStuck raised.
     ``slow(slow_after_s)`` is called once if it has not returned after ``slow_after_s``: a long
     wait is announced while it lasts, not only when it ends."""
-    import threading
-
     outcome = {}
+    client = getattr(call, "__self__", None)
 
     def run() -> None:
+        _calling(client, +1)
         try:
             outcome["value"] = call(*args)
         except BaseException as exc:  # handed to the caller's thread
             outcome["error"] = exc
+        finally:
+            _calling(client, -1)
 
     thread = threading.Thread(target=run, name=f"mirror-maker-{name}", daemon=True)
     thread.start()
@@ -386,6 +390,56 @@ def bounded(call, args, timeout_s: float, name: str, slow_after_s: Optional[floa
     if "error" in outcome:
         raise outcome["error"]
     return outcome.get("value")
+
+
+#: Calls of ``bounded`` still inside each client (by id): a client with one left behind must not
+#: be closed under it.
+_IN_CALL: Dict[int, int] = {}
+_IN_CALL_LOCK = threading.Lock()
+#: How long the close of a producer that is not used again may take before it is left behind.
+CLOSE_TIMEOUT_S = 10.0
+# confluent-kafka's close() warns when it finds no transaction to abort (an init that timed out).
+warnings.filterwarnings("ignore", message="Producer abort_transaction failed during close", category=RuntimeWarning)
+
+
+#: Clients not used again that a call was still inside: closed as that call returns.
+_CLOSE_ON_RETURN: Dict[int, str] = {}
+
+
+def _calling(client, step: int) -> None:
+    if client is None:
+        return
+    with _IN_CALL_LOCK:
+        left = _IN_CALL.get(id(client), 0) + step
+        if left > 0:
+            _IN_CALL[id(client)] = left
+            return
+        _IN_CALL.pop(id(client), None)
+        name = _CLOSE_ON_RETURN.pop(id(client), None)
+    if name is not None:
+        close_unused(client, name)
+
+
+def close_unused(producer, name: str) -> None:
+    """Close a transactional producer that is not used again. An init_transactions that timed out
+    goes on in librdkafka's background (the call is resumable) for as long as its handle lives,
+    which the garbage collector decides: one that got through after the producer started in its
+    place had bumped the epoch under it, and that one stopped as if another mirror had taken its
+    transactional.id over. A handle a hung call is still inside is closed when that call returns:
+    closing it under the call is a use after free."""
+    with _IN_CALL_LOCK:
+        busy = _IN_CALL.get(id(producer), 0) > 0
+        if busy:
+            _CLOSE_ON_RETURN[id(producer)] = name
+    if busy:
+        log.info("%s: a call into its old producer has not returned; that producer is closed when it does", name)
+        return
+    try:
+        bounded(producer.close, (), CLOSE_TIMEOUT_S, "close")
+    except TransactionStuck:
+        log.info("%s: closing its old producer did not return within %.0f s", name, CLOSE_TIMEOUT_S)
+    except Exception as exc:  # closed already, or a close that failed: nothing more to stop
+        log.debug("closing %s's old producer: %s", name, exc)
 
 
 _FENCED_CODES = frozenset({confluent_kafka.KafkaError._FENCED, confluent_kafka.KafkaError.PRODUCER_FENCED,
@@ -427,7 +481,7 @@ def fence(producer_conf: Dict[str, str], transactional_id: str, timeout_s: float
         raise ClientFailed(f"cannot fence {transactional_id}, the last writer of partitions this "
                            f"stream now owns: {exc.args[0].str()}") from None
     finally:
-        producer.flush(0)
+        close_unused(producer, f"fence-{transactional_id}")
 
 
 def shard_of(topic: str, partition: int, shards: int) -> int:

@@ -59,11 +59,12 @@ DUPLICATES_AT_MOST = 0.05
 #: fails in a step.
 WARN_ERROR_LINES_PER_FAILURE = 20
 #: A SIGKILLed coordinator's groups have none until the controller fences its node (6 s on these
-#: clusters) and another loads the group, which should not cost a group its members: the longest
-#: session the harness's max.poll.interval.ms allows (10 s, kept short so that a stream that stops
-#: polling shows). On a busy machine the move can take longer; the streams then lose their
-#: partitions and join again, which the tests allow (nothing committed is lost by it).
-SESSION = {"session.timeout.ms": 10000, "heartbeat.interval.ms": 1000}
+#: clusters) and another loads the group, which should not cost a group its members. Six nodes on
+#: two cores also stall now and then on their own (a source node froze for 12 s while two target
+#: nodes started): a group that lost its partitions then copies again all its producer still held
+#: for the target, far past the duplicates bound. Kafka's defaults are longer still (45 s, 5 min);
+#: a stream that stops polling still shows within a step.
+SESSION = {"session.timeout.ms": 30000, "heartbeat.interval.ms": 1000, "max.poll.interval.ms": 30000}
 #: A stop may take the shutdown timeout, and the interpreter a moment to exit after it.
 EXIT_MARGIN_S = 5
 MAJORITY_OUTAGE = "two of three target nodes stopped for 30 s"

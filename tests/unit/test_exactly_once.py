@@ -4,6 +4,7 @@ partition, and when a bounded run may call itself caught up."""
 
 import logging
 import threading
+import time
 
 import pytest
 from confluent_kafka import KafkaError, KafkaException
@@ -14,7 +15,7 @@ from mirror_maker.engine.state import RunState
 from mirror_maker.errors import ClientFailed
 from mirror_maker.ops.metrics import MirrorMetrics
 from mirror_maker.offsets.transactional import (TransactionAborted, TransactionalCommitter, TransactionStuck, bounded,
-                                                shard_number, shard_of, shard_partitions)
+                                                close_unused, shard_number, shard_of, shard_partitions)
 from mirror_maker.records import TopicPartition
 
 from .stream_parts import Consumer, Msg, mirror, stream
@@ -542,6 +543,44 @@ def test_only_committed_transactions_count_as_mirrored_and_purged_records_do_not
         assert not state.failed  # the transaction aborts; the run goes on (or stops) from there
     finally:
         producer.close(None)
+
+
+def test_an_abandoned_producer_is_closed_so_that_its_start_cannot_fence_the_one_in_its_place():
+    """An init_transactions that timed out (the target away) goes on in librdkafka's background
+    for as long as the handle lives: left to the garbage collector, it got through after its
+    replacement's and bumped the epoch under it, and the mirror stopped as if fenced by another."""
+    producer = TransactionalProducer(UNREACHABLE, RunState(), False, False, None, MirrorMetrics())
+    with pytest.raises(KafkaException) as timed_out:
+        producer._producer.init_transactions(0.2)
+    assert timed_out.value.args[0].retriable()  # resumable: it goes on meanwhile
+    producer.abandon()
+    with pytest.raises(RuntimeError, match="closed"):  # its handle is gone, and its start with it
+        producer._producer.poll(0)
+
+
+def test_a_producer_that_a_hung_call_is_still_inside_is_closed_when_the_call_returns_not_under_it():
+    class Client:
+        closed = False
+
+        def __init__(self):
+            self.release = threading.Event()
+
+        def init_transactions(self):
+            self.release.wait(30)
+
+        def close(self):
+            self.closed = True
+
+    client = Client()
+    with pytest.raises(TransactionStuck):
+        bounded(client.init_transactions, (), 0.1, "init_transactions")
+    close_unused(client, "g.eos.0")
+    assert not client.closed  # a close under the call would free what it still uses
+    client.release.set()  # the call returns: its thread closes the client
+    deadline = time.monotonic() + 10
+    while not client.closed and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert client.closed
 
 
 def test_a_record_produce_refuses_because_the_transaction_failed_is_sent_again_never_counted_as_refused():
