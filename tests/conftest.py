@@ -3,6 +3,7 @@ of module and session fixtures (``tests/budgets.py``)."""
 
 import logging
 import signal
+import sys
 import threading
 import time
 import traceback
@@ -87,6 +88,22 @@ def pytest_terminal_summary(terminalreporter):
         terminalreporter.section("mirror reports")
         for line in _REPORTS:
             terminalreporter.write_line(line)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item, call):
+    """A failed test shows the state of every Kafka node still meant to run, and the last lines of
+    those that are not running: a node that died (or was never back) is often the failure's
+    cause, and its folder is gone once pytest keeps only its last three basetemps."""
+    report = yield
+    kafka = sys.modules.get("tests.brokers.apache_kafka")
+    if report.failed and kafka is not None:
+        nodes = [(cluster.name, node) for cluster in list(kafka._running) for node in cluster.nodes.values()]
+        if nodes:
+            report.sections.append(("Kafka nodes", "\n".join(
+                f"{name}: " + (f"node {node.node_id} running ({node.log_path})" if node.running
+                               else node.last_words(20)) for name, node in nodes)))
+    return report
 
 
 @pytest.hookimpl(wrapper=True)
