@@ -28,7 +28,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from typing import Dict, List, Optional, Set
+from typing import Callable, Dict, List, Optional, Set
 
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka import TopicPartition as KafkaTopicPartition
@@ -147,14 +147,15 @@ class TransactionalProducer(MirrorProducer):
             self._committed += old.acknowledged()
 
     def abandon(self) -> None:
-        """Drop what is queued and close the producer: it is not used again (a new one takes its
-        place), and a start of its own still going on must not fence that one (``close_unused``)."""
+        """Drop what is queued: this producer is not used again (a new one took its place). It is
+        not closed: Producer.close() aborts the open transaction first, and an abort that must
+        bump the epoch (records purged in flight) fences a newer producer's open transaction
+        (the coordinator checks the producer id, not the epoch, of an InitProducerId there)."""
         self.purge()
         try:
             self._producer.flush(0)
         except Exception as exc:  # a producer whose call hung may answer nothing any more
             log.debug("abandoning a transactional producer: %s", exc)
-        close_unused(self._producer, self._transactional_id)
 
 
 class TransactionalSink:
@@ -222,17 +223,20 @@ class TransactionalSink:
         refused = list(self.producer.failures)
         self.producer.failures.clear()
         if isinstance(aborted, ProducerUnusable):
-            self.renew(str(aborted))
+            self.renew(str(aborted), aborted.settle)
             return []
         return refused
 
-    def renew(self, reason: str) -> None:
+    def renew(self, reason: str, settle: Optional[Callable[[], None]] = None) -> None:
         """A new producer under the same transactional.id (its start fences the old one and aborts
-        what it left open), tried again until the target answers or a stop."""
+        what it left open), tried again until the target answers or a stop; ``settle`` first
+        ends what the old one still has going on."""
         self._log.warning("%s: going on from the last commit with a new producer under the same transactional.id",
                           reason)
         old = self.producer
         old.abandon()
+        if settle is not None:
+            settle()
         delay, last_log = RENEW_RETRY_S, 0.0
         while not self._state.stopping:
             try:
@@ -417,7 +421,9 @@ def start_producer(config, index: int, state, metrics, errors) -> TransactionalP
         bounded(producer._producer.init_transactions, (INIT_TRANSACTIONS_TIMEOUT_S,),
                 INIT_TRANSACTIONS_TIMEOUT_S + CALL_GRACE_S, "init_transactions", INIT_SLOW_S, slow)
     except (KafkaException, TransactionStuck) as exc:
+        # No transaction to abort yet: closing ends the start it would go on with (``close_unused``).
         producer.abandon()
+        close_unused(producer._producer, conf["transactional.id"])
         reason = exc.args[0].str() if isinstance(exc, KafkaException) else str(exc)
         raise ClientFailed(f"mirrormaker-thread-{index}: cannot start its transactional producer "
                            f"{conf['transactional.id']}: {reason}") from None

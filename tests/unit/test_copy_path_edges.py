@@ -235,7 +235,7 @@ def test_a_producer_replaced_after_a_commit_goes_on_from_what_the_target_holds(c
                                          lambda tp: (0, 50), False, deferrable=False)
     worker.checkpoint.started(dict(target_holds))
     worker.checkpoint._committer = worker.parts.committer = committer(target_holds)
-    sink.renew = lambda reason: None  # a new producer under the same transactional.id
+    sink.renew = lambda reason, settle=None: None  # a new producer under the same transactional.id
     mirror(worker, [Msg("t", 0, 0), Msg("t", 0, 1), Msg("t", 0, 2)])
     assert not worker.commit()
     assert target_holds == {T0: 3, T1: 0}  # committed on the target

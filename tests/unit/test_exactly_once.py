@@ -14,8 +14,9 @@ from mirror_maker.engine.exactly_once import TransactionalProducer, Transactiona
 from mirror_maker.engine.state import RunState
 from mirror_maker.errors import ClientFailed
 from mirror_maker.ops.metrics import MirrorMetrics
-from mirror_maker.offsets.transactional import (TransactionAborted, TransactionalCommitter, TransactionStuck, bounded,
-                                                close_unused, shard_number, shard_of, shard_partitions)
+from mirror_maker.offsets.transactional import (ProducerUnusable, TransactionAborted, TransactionalCommitter,
+                                                TransactionStuck, bounded, close_unused, shard_number, shard_of,
+                                                shard_partitions)
 from mirror_maker.records import TopicPartition
 
 from .stream_parts import Consumer, Msg, mirror, stream
@@ -193,7 +194,6 @@ def test_a_commit_not_confirmed_by_its_deadline_is_in_doubt_not_aborted(monkeypa
     import time
 
     from mirror_maker.offsets import transactional
-    from mirror_maker.offsets.transactional import ProducerUnusable
 
     class Unconfirmed(TxnProducer):
         def commit_transaction(self, timeout):
@@ -498,6 +498,53 @@ def test_a_new_producer_fenced_at_its_first_transaction_stops_the_stream_instead
     assert len(started) == 1 and New.abandoned
 
 
+def test_an_abort_that_timed_out_is_finished_on_its_own_producer_before_another_starts():
+    """librdkafka goes on with an abort that timed out; one whose records were purged in flight
+    bumps the epoch at its end, and the coordinator took that request from the old producer for
+    the owner's while the new producer's transaction was open: the new one was fenced, and the
+    mirror stopped as if another had taken its transactional.id over."""
+    class Closable(TxnProducer):
+        closed = False
+
+        def close(self):
+            self.closed = True
+
+    timed_out = KafkaError(KafkaError._TIMED_OUT, "Transactional API operation timed out", retriable=True)
+    producer = Closable(fail={"abort": timed_out})
+    committer = TransactionalCommitter(producer, Target(), Source(), "g.eos.0", Sink(), wait=lambda s: False)
+    with pytest.raises(ProducerUnusable) as unusable:
+        committer.abort()
+    assert unusable.value.settle is not None and not producer.closed
+    producer.fail["abort"] = timed_out  # still away at the first resume
+    unusable.value.settle()
+    assert producer.calls == [("abort",)] * 3 and producer.closed  # resumed until it ended, then closed
+
+
+def test_a_new_producer_starts_only_once_the_old_one_has_settled():
+    order = []
+
+    class Old:
+        failures, fatal = [], None
+
+        def abandon(self):
+            order.append("abandoned")
+
+        def acknowledged(self):
+            return 0
+
+    class New(Old):
+        def carry_over(self, old):
+            pass
+
+    def start_new():
+        order.append("started")
+        return New()
+
+    sink = TransactionalSink(Old(), MirrorMetrics(), logging.getLogger("t"), RunState(), start_new, lambda p: None)
+    sink.rolled_back(ProducerUnusable("the transaction could not be aborted", settle=lambda: order.append("settled")))
+    assert order == ["abandoned", "settled", "started"]
+
+
 def test_closing_aborts_what_is_still_open_so_read_committed_readers_are_not_held():
     """A stream that fails (or stops before its final commit) left its transaction open: readers
     of the target waited transaction.timeout.ms for it."""
@@ -545,17 +592,30 @@ def test_only_committed_transactions_count_as_mirrored_and_purged_records_do_not
         producer.close(None)
 
 
-def test_an_abandoned_producer_is_closed_so_that_its_start_cannot_fence_the_one_in_its_place():
+def test_a_producer_whose_start_timed_out_is_closed_so_that_it_cannot_fence_the_next(monkeypatch):
     """An init_transactions that timed out (the target away) goes on in librdkafka's background
     for as long as the handle lives: left to the garbage collector, it got through after its
     replacement's and bumped the epoch under it, and the mirror stopped as if fenced by another."""
-    producer = TransactionalProducer(UNREACHABLE, RunState(), False, False, None, MirrorMetrics())
-    with pytest.raises(KafkaException) as timed_out:
-        producer._producer.init_transactions(0.2)
-    assert timed_out.value.args[0].retriable()  # resumable: it goes on meanwhile
-    producer.abandon()
+    from types import SimpleNamespace
+
+    from mirror_maker.engine import exactly_once
+
+    made = []
+
+    class Recorded(TransactionalProducer):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            made.append(self)
+
+    monkeypatch.setattr(exactly_once, "TransactionalProducer", Recorded)
+    monkeypatch.setattr(exactly_once, "INIT_TRANSACTIONS_TIMEOUT_S", 0.3)
+    config = SimpleNamespace(producer={"bootstrap.servers": "127.0.0.1:1", "log_level": "0",
+                                       "message.timeout.ms": "300000"},
+                             exactly_once_group="g", transaction_timeout_ms=60000, max_block_ms=None)
+    with pytest.raises(ClientFailed, match="cannot start its transactional producer g.eos.0"):
+        exactly_once.start_producer(config, 0, RunState(), MirrorMetrics(), None)
     with pytest.raises(RuntimeError, match="closed"):  # its handle is gone, and its start with it
-        producer._producer.poll(0)
+        made[0]._producer.poll(0)
 
 
 def test_a_producer_that_a_hung_call_is_still_inside_is_closed_when_the_call_returns_not_under_it():
