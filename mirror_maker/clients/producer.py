@@ -379,6 +379,7 @@ class MirrorProducer:
         except ValueError:
             return
         self._errors.brokers_seen(stats)
+        self._metrics.client_statistics(stats)
         brokers = stats.get("brokers", {}).values()
         windows = [[b.get(name, {}) for name in ("int_latency", "outbuf_latency", "rtt")]
                    for b in brokers if b.get("rtt", {}).get("cnt")]

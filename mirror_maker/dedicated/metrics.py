@@ -9,9 +9,12 @@ exporter gives them with Strimzi's MirrorMaker 2 metrics config, which its Grafa
   ``_avg``), labelled ``source``, ``target``, ``group``, ``topic`` (the remote topic, as the
   checkpoint names it) and ``partition``;
 * ``kafka_connect_worker_connector_count`` and ``kafka_connect_worker_task_count`` (the MirrorMaker 2
-  connectors the file amounts to, and the streams running here), and
-  ``kafka_consumer_fetch_manager_records_lag`` per ``clientid`` (the flow's group), source
-  ``topic`` and ``partition``.
+  connectors the file amounts to, and the streams running here), the same as
+  ``kafka_connect_coordinator_assigned_connectors`` and ``_tasks``, and
+  ``kafka_connect_worker_rebalance_rebalancing``;
+* ``kafka_consumer_fetch_manager_records_lag`` per ``clientid`` (MirrorSourceTask's consumer),
+  source ``topic`` and ``partition``; the flow's client and task metrics Strimzi's dashboard
+  charts (``_ConnectFamilies``), under Strimzi's connector names (``source_connector``).
 
 As with JMX, every MirrorMaker 2 metric is a gauge. Differences: records and bytes are counted
 when consumed (MirrorMaker 2 counts records when the target acknowledges them); the rates are
@@ -104,6 +107,7 @@ class DedicatedMetrics:
                       for suffix in ("", "_min", "_max", "_avg")}
         lag = Gauge("kafka_consumer_fetch_manager_records_lag", "Records behind the source's high watermark",
                     labels=["clientid", "topic", "partition"])
+        worker = _ConnectFamilies(Gauge)
         connectors, tasks = 0, 0
         for flow, metrics, running in self._metrics():
             options = flow.config.replication
@@ -125,7 +129,8 @@ class DedicatedMetrics:
                         for suffix, value in (("", avg), ("_min", low), ("_max", high), ("_avg", avg)):
                             source[name + suffix].add_metric(values, value)
                 if partition_lag is not None:
-                    lag.add_metric([flow.config.group_id, tp.topic, str(tp.partition)], partition_lag)
+                    lag.add_metric([replication_consumer(flow), tp.topic, str(tp.partition)], partition_lag)
+            worker.add(flow, metrics.client_values())
             _counts, latencies_by_group = metrics.failover_values(now)
             for group, tp, (low, high, avg) in latencies_by_group:
                 values = [flow.source, flow.target, group, remote(tp.topic), str(tp.partition)]
@@ -134,7 +139,68 @@ class DedicatedMetrics:
         yield from source.values()
         yield from checkpoint.values()
         yield lag
+        yield from worker.families()
         yield Gauge("kafka_connect_worker_connector_count", "MirrorMaker 2 connectors the flows of this node "
                     "amount to (source, checkpoint and heartbeat connectors)", value=connectors)
         yield Gauge("kafka_connect_worker_task_count", "Streams running on this node (MirrorMaker 2 tasks)",
                     value=tasks)
+        yield Gauge("kafka_connect_coordinator_assigned_connectors", "MirrorMaker 2 connectors this node runs "
+                    "(every node runs every flow it is given)", value=connectors)
+        yield Gauge("kafka_connect_coordinator_assigned_tasks", "Streams this node runs (MirrorMaker 2 tasks)",
+                    value=tasks)
+        yield Gauge("kafka_connect_worker_rebalance_rebalancing", "1 while a flow of this node is starting, "
+                    "or waits for its streams' partitions after a start or a failure", value=self._rebalancing())
+
+    def _rebalancing(self) -> int:
+        for runner in self._supervisor.runners:
+            if runner.standing_by:
+                continue
+            if runner.current is None or not runner.snapshot().get("rebalanced"):
+                return 1
+        return 0
+
+
+def source_connector(flow) -> str:
+    """The flow's MirrorSourceConnector as Strimzi names it, which its dashboards filter on."""
+    return f"{flow.source}->{flow.target}.MirrorSourceConnector"
+
+
+def replication_consumer(flow) -> str:
+    """The client.id MirrorSourceTask gives its consumer, quoted as a JMX exporter labels it."""
+    return f'"{flow.source}->{flow.target}|{source_connector(flow)}|replication-consumer"'
+
+
+class _ConnectFamilies:
+    """Kafka Connect's worker and client metrics of each flow: one task each (a flow's streams share
+    its producer and its commit), labelled as Strimzi's JMX exporter config labels them."""
+
+    def __init__(self, Gauge) -> None:
+        task = ["source", "target", "connector", "task"]
+        client = ["source", "target", "clientid"]
+        self._families = {
+            "incoming": Gauge("kafka_consumer_incoming_byte_total", "Bytes the flow's consumers received "
+                              "(librdkafka's rx_bytes)", labels=client),
+            "outgoing": Gauge("kafka_producer_outgoing_byte_total", "Bytes the flow's producers sent "
+                              "(librdkafka's tx_bytes)", labels=client),
+            "buffer": Gauge("kafka_producer_buffer_available_bytes", "Room left in the flow's producer "
+                            "queues (queue.buffering.max.kbytes)", labels=client),
+            "commit": Gauge("kafka_connect_connector_task_offset_commit_avg_time_ms", "The flow's average "
+                            "flush-then-commit time", labels=task),
+            "active": Gauge("kafka_connect_source_task_source_record_active_count", "Records the flow sent "
+                            "that the target has not acknowledged yet", labels=task),
+        }
+
+    def add(self, flow, values) -> None:
+        consumer, producer = [flow.source, flow.target, replication_consumer(flow)], \
+            [flow.source, flow.target, f'"connector-producer-{source_connector(flow)}-0"']
+        task = [flow.source, flow.target, f'"{source_connector(flow)}"', "0"]
+        families = self._families
+        for name, labels, value in (("incoming", consumer, values.received_bytes),
+                                    ("outgoing", producer, values.sent_bytes),
+                                    ("buffer", producer, values.buffer_available_bytes),
+                                    ("commit", task, values.commit_avg_ms), ("active", task, values.waiting)):
+            if value is not None:
+                families[name].add_metric(labels, value)
+
+    def families(self):
+        return self._families.values()

@@ -17,6 +17,7 @@ from typing import Dict, List, Optional
 
 import confluent_kafka
 
+from ..callbacks import client_callback
 from ..clients.retry import commit_retrying
 from ..offsets.committer import OffsetCommitter
 from ..ops.log import librdkafka_logger
@@ -44,10 +45,17 @@ def consumer_conf(stream: Stream, shared: Shared, **defaults) -> Dict[str, objec
     return conf
 
 
-def _with_stats(conf: Dict[str, object], on_stats) -> Dict[str, object]:
-    """The consumer reports its statistics to ``on_stats`` (the record source's fetch view)."""
+def _with_stats(conf: Dict[str, object], on_stats, metrics) -> Dict[str, object]:
+    """The consumer reports its statistics to ``on_stats`` (the record source's fetch view) and
+    its byte counts to ``metrics``."""
     conf.setdefault("statistics.interval.ms", STATS_INTERVAL_MS)
-    conf["stats_cb"] = on_stats
+
+    @client_callback  # the metrics take a lock
+    def both(text: str) -> None:
+        metrics.client_statistics_text(text)
+        on_stats(text)
+
+    conf["stats_cb"] = both
     return conf
 
 
@@ -122,7 +130,7 @@ class RecordMode:
         shared, config = self._shared, self._shared.config
         source = None
         consumer = confluent_kafka.Consumer(_with_stats(consumer_conf(stream, shared),
-                                                        lambda text: source and source.on_stats(text)))
+                                                        lambda text: source and source.on_stats(text), shared.metrics))
         membership = GroupMembership(stream, consumer, shared.subscription, config.incremental_rebalance,
                                      config.batch_size, "group.instance.id" in config.consumer)
         copier = RecordCopier(shared.handler, shared.producer, shared.target_topics.remote, shared.state,
@@ -253,7 +261,7 @@ class ExactlyOnceMode:
             return None
         source = None
         consumer = confluent_kafka.Consumer(_with_stats(consumer_conf(stream, shared),
-                                                        lambda text: source and source.on_stats(text)))
+                                                        lambda text: source and source.on_stats(text), shared.metrics))
         target = TargetOffsets(config.producer, group, f"{group}-offsets-{stream.index}", stream.target_of)
         own_id = transactional_conf(config, stream.index)["transactional.id"]
         copier = RecordCopier(shared.handler, producer, shared.target_topics.remote, state, shared.metrics,

@@ -18,9 +18,10 @@ replication latency is a record's age when consumed plus librdkafka's measured t
 
 from __future__ import annotations
 
+import re
 import threading
 import time
-from typing import Callable, Dict, Iterable, Optional, Tuple
+from typing import Callable, Dict, Iterable, NamedTuple, Optional, Tuple
 
 from ..records import TopicPartition
 
@@ -90,6 +91,25 @@ class PartitionStats:
         self.lag: Optional[int] = None
 
 
+#: The head of a librdkafka statistics document holds these, its tail the byte counts.
+_HEAD_FIELDS = ("name", "client_id", "type", "msg_size", "msg_size_max")
+_HEAD_CHARS = 400
+_TAIL_CHARS = 2048
+
+
+class ClientValues(NamedTuple):
+    """What MirrorMaker 2's Kafka Connect worker reports of its clients and its task, as this
+    mirror knows it: bytes its consumers received and its producers sent (librdkafka's
+    statistics; None without any yet), the producer buffer left, the average commit and the
+    records waiting for the target."""
+
+    received_bytes: Optional[int]
+    sent_bytes: Optional[int]
+    buffer_available_bytes: Optional[int]
+    commit_avg_ms: Optional[float]
+    waiting: int
+
+
 class MirrorMetrics:
     """All the mirror's numbers; every method is safe to call from any mirror thread."""
 
@@ -127,6 +147,13 @@ class MirrorMetrics:
         #: A cluster side ("target") -> its client errors, which know whether it is reachable
         #: (anything with ``unreachable_for()``: seconds since it went away, or None).
         self.cluster_errors: Dict[str, object] = {}
+        #: Per librdkafka handle (its name, unique in the process): bytes a consumer received from
+        #: and a producer sent to the brokers, as its last statistics said; a replaced handle's
+        #: last count is kept, so that the sums never go down.
+        self._received: Dict[str, int] = {}
+        self._sent: Dict[str, int] = {}
+        #: Per producer client.id: the room left in its queue (queue.buffering.max.kbytes).
+        self._buffer_available: Dict[str, int] = {}
 
     def _stats(self, tp: TopicPartition) -> PartitionStats:
         stats = self.partitions.get(tp)
@@ -198,6 +225,40 @@ class MirrorMetrics:
     def heartbeat_written(self) -> None:
         with self._lock:
             self.heartbeats += 1
+
+    def client_statistics_text(self, text: str) -> None:
+        """A librdkafka client's statistics as it sent them, read without parsing the whole
+        document (a consumer's holds every partition): its head and its tail have what is needed."""
+        fields = {key: match.group(1) for key in _HEAD_FIELDS
+                  for match in [re.search(rf'"{key}":\s*"?([^",]*)', text[:_HEAD_CHARS])] if match}
+        for key in ("rx_bytes", "tx_bytes"):
+            match = re.search(rf'"{key}":\s*(\d+)', text[-_TAIL_CHARS:]) or re.search(rf'"{key}":\s*(\d+)', text)
+            if match:
+                fields[key] = match.group(1)
+        self.client_statistics(fields)
+
+    def client_statistics(self, stats: dict) -> None:
+        """A librdkafka client's statistics (parsed): its network byte counts, and a producer's
+        buffer left (what Java's buffer-available-bytes says)."""
+        name, kind = stats.get("name"), stats.get("type")
+        if not name:
+            return
+        with self._lock:
+            if kind == "consumer":
+                self._received[name] = int(stats.get("rx_bytes", 0))
+            elif kind == "producer":
+                self._sent[name] = int(stats.get("tx_bytes", 0))
+                if "msg_size_max" in stats:
+                    room = int(stats["msg_size_max"]) - int(stats.get("msg_size", 0))
+                    self._buffer_available[str(stats.get("client_id", name))] = max(0, room)
+
+    def client_values(self) -> ClientValues:
+        with self._lock:
+            received = sum(self._received.values()) if self._received else None
+            sent = sum(self._sent.values()) if self._sent else None
+            room = sum(self._buffer_available.values()) if self._buffer_available else None
+            commit_avg_ms = 1000.0 * self.commit_seconds_sum / self.commits if self.commits else None
+        return ClientValues(received, sent, room, commit_avg_ms, self.queue_depth())
 
     def set_lag(self, tp: TopicPartition, lag: Optional[int]) -> None:
         self._stats(tp).lag = lag
@@ -319,6 +380,17 @@ class MirrorMetrics:
                                 value=self.stalled_seconds())
         yield GaugeMetricFamily("mirrormaker_assigned_partitions", "Source partitions assigned to "
                                 "this process", value=self.assigned_partitions())
+        clients = self.client_values()
+        if clients.received_bytes is not None:
+            yield CounterMetricFamily("mirrormaker_network_received_bytes", "Bytes the mirror's consumers "
+                                      "received from the source (librdkafka's rx_bytes)", value=clients.received_bytes)
+        if clients.sent_bytes is not None:
+            yield CounterMetricFamily("mirrormaker_network_sent_bytes", "Bytes the mirror's producers sent to "
+                                      "the target (librdkafka's tx_bytes)", value=clients.sent_bytes)
+        if clients.buffer_available_bytes is not None:
+            yield GaugeMetricFamily("mirrormaker_producer_buffer_available_bytes", "Room left in the "
+                                    "producers' queues (queue.buffering.max.kbytes)",
+                                    value=clients.buffer_available_bytes)
 
     def _failover_families(self, now: float):
         from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily

@@ -24,6 +24,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.parser import text_string_to_metric_families
 
+from ..ops.metrics import ClientValues
 from ..records import TopicPartition
 
 #: How often a worker sends its metrics (only when the driver serves them).
@@ -108,6 +109,20 @@ class WorkerMetrics:
             records, nbytes = counts[tp]
             ages, latencies = (_combined(windows.get((window, tp))) for window in WINDOWS)
             yield tp, int(records), int(nbytes), lags.get(tp), ages, latencies
+
+    def client_values(self) -> ClientValues:
+        """As ``MirrorMetrics.client_values``: the workers' clients and commits combined."""
+        sums: Dict[str, float] = {}
+        names = ("mirrormaker_network_received_bytes_total", "mirrormaker_network_sent_bytes_total",
+                 "mirrormaker_producer_buffer_available_bytes", "mirrormaker_commit_latency_seconds_sum",
+                 "mirrormaker_commit_latency_seconds_count", "mirrormaker_producer_queue_depth")
+        for name, _labels, value in self._samples(*names):
+            sums[name] = sums.get(name, 0.0) + value
+        known = [sums.get(name) for name in names[:3]]
+        commits = sums.get("mirrormaker_commit_latency_seconds_count")
+        commit_avg_ms = 1000.0 * sums["mirrormaker_commit_latency_seconds_sum"] / commits if commits else None
+        return ClientValues(*(None if value is None else int(value) for value in known), commit_avg_ms,
+                            int(sums.get("mirrormaker_producer_queue_depth", 0)))
 
     def failover_values(self, now: Optional[float] = None):
         """As ``MirrorMetrics.failover_values``: (offset syncs, checkpoints, heartbeats) written,

@@ -154,6 +154,39 @@ SCENARIO_TOPICS = re.compile(r"orders|orders-b|payments|heartbeats|[ABC]\..*|mm2
 SCENARIO_LINE = re.compile(r"offset .*|upstream [ABC]|heartbeat [ABC] [ABC]")
 
 
+#: Every series Strimzi's MirrorMaker 2 Grafana dashboard charts (its
+#: examples/metrics/grafana-dashboards/strimzi-kafka-mirror-maker-2.json) but its JVM and container
+#: panels, with the label matchers its expressions use (regexes, anchored as PromQL's =~); the
+#: strimzi_io_* and kubernetes_* labels come from Prometheus' Kubernetes scrape, not the exporter.
+STRIMZI_DASHBOARD = (
+    ("kafka_connect_worker_connector_count", {}),
+    ("kafka_connect_worker_task_count", {}),
+    *((f"kafka_connect_mirror_mirrorsourceconnector_{name}", {}) for name in (
+        "record_rate", "byte_rate", *(f"{window}{suffix}" for window in ("record_age_ms", "replication_latency_ms")
+                                      for suffix in ("", "_avg", "_min", "_max")))),
+    ("kafka_consumer_fetch_manager_records_lag", {"clientid": '.*replication-consumer"'}),
+    ("kafka_consumer_incoming_byte_total", {}),
+    ("kafka_producer_outgoing_byte_total", {}),
+    ("kafka_connect_mirror_mirrorcheckpointconnector_checkpoint_latency_ms", {}),
+    ("kafka_producer_buffer_available_bytes", {"clientid": '".*SourceConnector-[0-9]+"'}),
+    ("kafka_connect_connector_task_offset_commit_avg_time_ms", {"connector": '".*SourceConnector"', "task": "[0-9]+"}),
+    ("kafka_connect_source_task_source_record_active_count", {"connector": '".*SourceConnector"'}),
+    ("kafka_connect_coordinator_assigned_connectors", {}),
+    ("kafka_connect_worker_rebalance_rebalancing", {}),
+    ("kafka_connect_coordinator_assigned_tasks", {}),
+)
+
+
+def dashboard_gaps(metrics_text: str) -> List[str]:
+    """The dashboard's series that ``/metrics`` has no sample for."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    samples = [sample for family in text_string_to_metric_families(metrics_text) for sample in family.samples]
+    return [f"{name}{matchers or ''}" for name, matchers in STRIMZI_DASHBOARD
+            if not any(sample.name == name and all(re.fullmatch(pattern, sample.labels.get(label, ""))
+                                                   for label, pattern in matchers.items()) for sample in samples)]
+
+
 def scenario_file(tmp_path: Path, abc: Dict[str, Cluster]) -> Path:
     return write_mm2(tmp_path / "mm2.properties", {alias: abc[alias] for alias in ALIASES}, extra={
         "A->B.enabled": "true", "B->A.enabled": "true", "A->C.enabled": "true",
@@ -346,6 +379,7 @@ def test_three_clusters_from_one_file(ours_abc, abc):
                  "kafka_connect_worker_task_count 5.0", 'mirrormaker_heartbeats_total{source="C",target="A"}',
                  'mirrormaker_checkpoints_total{source="A",target="B"}', "process_cpu_seconds_total"):
         assert name in metrics, name
+    assert not dashboard_gaps(metrics), dashboard_gaps(metrics)  # each panel of Strimzi's dashboard has its series
     assert result.extra["ready"] == 200
     # --verify on the same file: every flow's target holds every record of its source.
     status, printed, report = result.extra["verify"]

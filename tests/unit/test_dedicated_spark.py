@@ -321,6 +321,10 @@ def worker_text(partition, records, checkpoints=False):
     metrics.set_lag(TopicPartition("orders", partition), 7)
     if checkpoints:
         metrics.checkpoint_written("app", TopicPartition("orders", partition), 12.0)
+    metrics.client_statistics({"name": f"w{partition}#consumer-1", "type": "consumer", "rx_bytes": 1000 * records})
+    metrics.client_statistics({"name": f"w{partition}#producer-2", "client_id": "producer-1", "type": "producer",
+                               "tx_bytes": 100 * records, "msg_size": 10, "msg_size_max": 1010})
+    metrics.committed(0.004)
     return render(metrics)
 
 
@@ -345,7 +349,10 @@ def test_mirror_maker_2_metric_names_come_from_the_workers_metrics(offline):
 
     class Runner:
         flow = two_flows()[0]
-        current = Run()
+        current, standing_by = Run(), False
+
+        def snapshot(self):
+            return {"rebalanced": True}
 
     class Supervisor:
         runners, heartbeats = [Runner()], []
@@ -359,6 +366,19 @@ def test_mirror_maker_2_metric_names_come_from_the_workers_metrics(offline):
     assert re.search(r'kafka_connect_mirror_mirrorcheckpointconnector_checkpoint_latency_ms_max\{group="app",'
                      r'partition="0",source="A",target="B",topic="A.orders"\}', text), text  # the remote topic
     assert "kafka_connect_worker_task_count 2.0" in text
+    # Kafka Connect's own metrics of the flow, labelled as Strimzi's dashboard filters them.
+    assert 'kafka_consumer_incoming_byte_total{clientid="\\"A->B|A->B.MirrorSourceConnector|replication-consumer' \
+           '\\"",source="A",target="B"} 13000.0' in text, text
+    assert ('kafka_producer_outgoing_byte_total{clientid="\\"connector-producer-A->B.MirrorSourceConnector-0\\"",'
+            'source="A",target="B"} 1300.0') in text
+    assert 'kafka_producer_buffer_available_bytes{clientid="\\"connector-producer-A->B.MirrorSourceConnector-0' \
+           '\\"",source="A",target="B"} 3000.0' in text
+    assert re.search(r'kafka_connect_connector_task_offset_commit_avg_time_ms\{connector="\\"A->B.MirrorSource'
+                     r'Connector\\"",source="A",target="B",task="0"\} 4.0', text)
+    assert "kafka_connect_coordinator_assigned_tasks 2.0" in text
+    assert "kafka_connect_worker_rebalance_rebalancing 0.0" in text
+    assert re.search(r'kafka_consumer_fetch_manager_records_lag\{clientid="\\"A->B\|A->B.MirrorSourceConnector\|'
+                     r'replication-consumer\\"",partition="0",topic="orders"\} 7.0', text)
     assert re.search(r'mirrormaker_record_count_total\{partition="0",source="A",target="B",target_topic="A.orders",'
                      r'topic="orders",worker="0"\} 5.0', text), text
     assert 'mirrormaker_spark_workers{source="A",target="B"} 2.0' in text

@@ -3,6 +3,7 @@
 import json
 import re
 import socket
+import time
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -224,3 +225,34 @@ def test_records_that_follow_each_other_are_aged_from_their_first_and_last_times
     # Without a usable time (or without records), nothing is aged.
     assert record_ages(-1, -1, 4, now_ms) == (0.0, 0.0, 0.0, 0)
     assert record_ages(6_000, 8_000, 0, now_ms) == (0.0, 0.0, 0.0, 0)
+
+
+def test_a_clients_statistics_give_the_bytes_in_and_out_and_the_producer_buffer_left():
+    """Read from librdkafka's own statistics documents (a consumer's holds every partition: its
+    head and tail are read, not the whole), summed over handles, a replaced one's count kept."""
+    import confluent_kafka
+
+    documents = []
+    for make in (confluent_kafka.Consumer, confluent_kafka.Producer):
+        conf = {"bootstrap.servers": "127.0.0.1:1", "log_level": 0, "statistics.interval.ms": 100,
+                "stats_cb": documents.append, "client.id": "producer-1"}
+        client = make({**conf, "group.id": "g"} if make is confluent_kafka.Consumer else conf)
+        deadline = time.monotonic() + 10
+        while len(documents) < 1 + (make is confluent_kafka.Producer) and time.monotonic() < deadline:
+            client.poll(0.05)
+        client.close()
+    consumer_text, producer_text = documents[0], documents[-1]
+    metrics = MirrorMetrics()
+    assert metrics.client_values().received_bytes is None  # nothing known yet: no series
+    metrics.client_statistics_text(consumer_text.replace('"rx_bytes":0', '"rx_bytes":1500'))
+    metrics.client_statistics_text(producer_text.replace('"tx_bytes":0', '"tx_bytes":700'))
+    values = metrics.client_values()
+    assert (values.received_bytes, values.sent_bytes) == (1500, 700)
+    assert values.buffer_available_bytes == 1073741824  # librdkafka's default queue, empty
+    metrics.client_statistics({"name": "rdkafka#producer-9", "client_id": "producer-1", "type": "producer",
+                               "tx_bytes": 5, "msg_size": 24, "msg_size_max": 1024})  # a new handle in its place
+    values = metrics.client_values()
+    assert values.sent_bytes == 705 and values.buffer_available_bytes == 1000
+    text = exposition(metrics)
+    assert "mirrormaker_network_received_bytes_total 1500.0" in text
+    assert "mirrormaker_producer_buffer_available_bytes 1000.0" in text
