@@ -558,3 +558,28 @@ def test_an_election_whose_consumer_failed_joins_again(monkeypatch, caplog):
     assert len(attempts) == 2
     assert "The singleton election of A->B failed: RuntimeError: the consumer broke (joining again in 0 s)" \
         in caplog.text
+
+
+def test_an_exactly_once_flow_s_offsets_are_read_and_written_under_its_remote_topics(monkeypatch):
+    """An exactly-once flow keeps its source offsets in a group on the target under the remote
+    topic (A.orders); another flow into B may share the group: only this flow's topics are its."""
+    from types import SimpleNamespace
+
+    from mirror_maker.dedicated import takeover
+    from mirror_maker.records import TopicPartition
+
+    altered = []
+    admin = SimpleNamespace(alter_consumer_group_offsets=lambda request, request_timeout: (
+        altered.extend((group.group_id, [(tp.topic, tp.partition, tp.offset) for tp in group.topic_partitions])
+                       for group in request) or {request[0].group_id: SimpleNamespace(result=lambda: None)}))
+    monkeypatch.setattr(takeover, "admin_client", lambda conf, name: admin)
+    monkeypatch.setattr(takeover, "group_offsets", lambda client, group, timeout_s: {
+        TopicPartition("A.orders", 0): 40, TopicPartition("A.orders", 1): 7, TopicPartition("C.orders", 0): 99,
+        TopicPartition("orders", 0): 3})
+    flow = flows(**{"A->B.enabled": "true", "C->B.enabled": "true", "topics": "orders",
+                    "B.exactly.once.source.support": "enabled"})["A->B"]
+    offsets = takeover.FlowOffsets(flow)
+    assert offsets.group == flow.config.exactly_once_group
+    assert offsets.committed() == {TopicPartition("orders", 0): 40, TopicPartition("orders", 1): 7}
+    offsets.commit({TopicPartition("orders", 1): 8})
+    assert altered == [(flow.config.exactly_once_group, [("A.orders", 1, 8)])]
