@@ -229,6 +229,22 @@ def build_consumer_conf(props: Dict[str, str], source: str):
     return check_librdkafka(conf, source, "consumer"), translation.engine
 
 
+def build_admin_overrides(props: Dict[str, str], source: str) -> Dict[str, str]:
+    """An admin client's own settings (mm2.properties' ``<alias>.admin.*``) as librdkafka's: laid
+    over the cluster's connection and security settings in every admin client of that cluster,
+    as MirrorMaker 2's ``sourceAdminConfig``/``targetAdminConfig`` do. What only a producer or a
+    consumer takes has no meaning there and is dropped by the admin client."""
+    if not props:
+        return {}
+    props = resolve(props, source)
+    register_secrets(props)
+    translation = translate(props, "producer")
+    register_secrets(translation.conf, translation.engine)
+    _log_notes(translation, source)
+    _resolve_ssl(translation, source, "admin")
+    return check_librdkafka(translation.conf, source, "producer")
+
+
 def build_producer_conf(props: Dict[str, str], source: str):
     conf, translation = _build_client_conf(props, source, "producer")
     _warn_weakened_producer(conf, translation.conf)

@@ -7,7 +7,7 @@ are the spec's (``spec``), and their validators ran where they were read.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Dict, Optional, Pattern
 
 from ..errors import ConfigError
@@ -58,6 +58,17 @@ class MirrorMakerConfig:
     exactly_once_group_option: Optional[str] = _DEFAULTS["exactly_once_group_option"]
     #: MirrorMaker 2's topic capabilities (the replication package).
     replication: ReplicationOptions = ReplicationOptions()
+    #: librdkafka settings laid over the source's and the target's admin clients (mm2.properties'
+    #: ``<alias>.admin.*``; their connection and security come from the consumer and the producer).
+    source_admin: Dict[str, str] = field(default_factory=dict)
+    target_admin: Dict[str, str] = field(default_factory=dict)
+
+    def source_admin_conf(self) -> Dict[str, str]:
+        """What an admin client of the source is made of (``clients.admin.admin_client``)."""
+        return {**self.consumer, **self.source_admin}
+
+    def target_admin_conf(self) -> Dict[str, str]:
+        return {**self.producer, **self.target_admin}
 
     @property
     def shutdown_timeout_s(self) -> float:

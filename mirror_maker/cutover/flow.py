@@ -150,8 +150,8 @@ def cutover(config, handler, listener, options: CutoverOptions = CutoverOptions(
 def _check_and_place(config, handler, options: CutoverOptions, result: Cutover, deadline: float,
                      stop: "_StopBeforePlacing") -> None:
     rules = topic_rules(config.replication)
-    source_admin = admin_client(config.consumer, "mirror-cutover-source")
-    target_admin = admin_client(config.producer, "mirror-cutover-target")
+    source_admin = admin_client(config.source_admin_conf(), "mirror-cutover-source")
+    target_admin = admin_client(config.target_admin_conf(), "mirror-cutover-target")
     own = {config.group_id, config.exactly_once_group}
     before = committed_offsets(source_admin, config.replication, own)
     failover = config.replication.emit_checkpoints and config.replication.emit_offset_syncs

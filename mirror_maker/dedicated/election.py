@@ -42,9 +42,9 @@ class SingletonElection:
     """``leading`` is True while this node holds the election topic's partition."""
 
     def __init__(self, flow: str, consumer_conf: Dict[str, str], topic: str, group: str,
-                 replication_factor: Optional[int]) -> None:
+                 replication_factor: Optional[int], admin_overrides: Optional[Dict[str, str]] = None) -> None:
         """``consumer_conf``: librdkafka settings of a consumer of the target (its connection,
-        security and group timeouts)."""
+        security and group timeouts); ``admin_overrides``: the target's ``<alias>.admin.*``."""
         self.flow = flow
         self.topic = topic
         self.group = group
@@ -53,6 +53,7 @@ class SingletonElection:
         self._conf.update({"group.id": group, "client.id": group, "enable.auto.commit": "false",
                            "partition.assignment.strategy": "cooperative-sticky", "logger": librdkafka_logger(group)})
         self._replication_factor = replication_factor
+        self._admin_overrides = dict(admin_overrides or {})
         self._stop = threading.Event()
         self._leading = False
         self._thread = threading.Thread(target=self._run, name=f"{flow}/election", daemon=True)
@@ -111,7 +112,7 @@ class SingletonElection:
             consumer.close()
 
     def _ensure_topic(self) -> bool:
-        admin = admin_client(connection_settings(self._conf), f"{self.group}-admin")
+        admin = admin_client({**connection_settings(self._conf), **self._admin_overrides}, f"{self.group}-admin")
         warned = False
         while not self._stop.is_set():
             try:

@@ -27,7 +27,7 @@ from typing import Dict, List, Optional, Pattern, Sequence, Tuple
 import regex
 
 from ..config import spec
-from ..config.client_conf import build_consumer_conf, settle_transactions
+from ..config.client_conf import build_admin_overrides, build_consumer_conf, settle_transactions
 from ..config.mirror_config import MirrorMakerConfig, config_from_properties
 from ..config.replication import build_replication_options, compile_list, follow_partitions
 from ..errors import ConfigError, PluginLoadError
@@ -170,7 +170,8 @@ class _Builder:
         config = settle_transactions(config)
         refresh_ms = replication.refresh_topics_interval_s * 1000 if replication.refresh_topics else None
         config = replace(config, consumer=follow_partitions(config.consumer, replication),
-                         topic_refresh_ms=min(config.topic_refresh_ms, refresh_ms or config.topic_refresh_ms))
+                         topic_refresh_ms=min(config.topic_refresh_ms, refresh_ms or config.topic_refresh_ms),
+                         source_admin=self._admin_overrides(source), target_admin=self._admin_overrides(target))
         election_props = self._client_props("consumer", target, (source, target))
         election_props["group.id"] = election_group(source, target)
         election_conf, _engine = build_consumer_conf(election_props, f"{file.path} ({target}.consumer)")
@@ -195,6 +196,11 @@ class _Builder:
         if role == "producer":
             props.update(_stripped(flow, "producer.override."))
         return props
+
+    def _admin_overrides(self, cluster: str) -> Dict[str, str]:
+        """``<cluster>.admin.*``, for every admin client of that cluster."""
+        return build_admin_overrides(_stripped(self.file.cluster.get(cluster, {}), "admin."),
+                                     f"{self.file.path} ({cluster}.admin)")
 
     def _include(self, source: str, target: str) -> Pattern[str]:
         """MirrorMaker 2's DefaultTopicFilter as one full-match pattern: ``topics`` minus

@@ -201,7 +201,7 @@ class _Notes:
         role, _, client_key = name.partition(".")
         if scope == TOP and spec.is_client_setting(name):
             return  # every cluster's clients, below the cluster's own value
-        if scope == CLUSTER and (spec.is_client_setting(name) or (role in ("consumer", "producer") and client_key)):
+        if scope == CLUSTER and (spec.is_client_setting(name) or (role in ROLES and client_key)):
             return
         if scope == FLOW and ((role == "consumer" and client_key) or name.startswith("producer.override.")):
             return
@@ -232,8 +232,7 @@ class _Notes:
 
 def _client_note(scope: str, key: str, role: str) -> str:
     if role == "admin":
-        return (f"{key}: the admin clients use the cluster's connection and security settings "
-                f"(<alias>.<setting>); a separate admin setting is not supported: ignored")
+        return f"{key}: MirrorMaker 2 reads admin client settings only per cluster (<alias>.admin.*): ignored"
     if scope == FLOW and role == "producer":
         return (f"{key}: MirrorMaker 2 gives flow-level producer settings only to its offset-syncs producer; "
                 f"the flow's producer reads <target>.producer.* and <source>-><target>.producer.override.*: "

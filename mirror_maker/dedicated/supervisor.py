@@ -253,7 +253,8 @@ class HeartbeatsOnly:
         options = replace(flow.config.replication, refresh_topics=False, sync_topic_configs=False,
                           sync_topic_acls=False, emit_checkpoints=False, sync_group_offsets=False)
         target_settings = connection_settings(flow.config.producer)
-        target_admin = admin_client(target_settings, f"{flow.name}-heartbeats-admin")
+        target_admin = admin_client({**target_settings, **flow.config.target_admin},
+                                    f"{flow.name}-heartbeats-admin")
         self._failover = ConsumerFailover(options, topic_rules(options), None, None, target_admin, target_settings,
                                           self.metrics)
         self._sync = TopicSync(options, None, None, None, target_admin, self.state,
@@ -289,7 +290,7 @@ class Supervisor:
         shutdown_s = settings.shutdown_timeout_ms / 1000.0
         self.elections = {flow.name: SingletonElection(
             flow.name, flow.election_conf, election_topic(flow.source), election_group(flow.source, flow.target),
-            flow.config.replication.replication_factor) for flow in flows}
+            flow.config.replication.replication_factor, flow.config.target_admin) for flow in flows}
         self.runners = [FlowRunner(flow, self, self.elections[flow.name]) for flow in flows if flow.enabled]
         self.heartbeats = [HeartbeatsOnly(flow, self.elections[flow.name], shutdown_s)
                            for flow in flows if not flow.enabled]

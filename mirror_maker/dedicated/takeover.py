@@ -48,7 +48,7 @@ class FlowOffsets:
         self._name = f"{flow.name}-offsets"
         if config.exactly_once:
             rules = topic_rules(config.replication)
-            self._conf, self.group = config.producer, config.exactly_once_group
+            self._conf, self.group = config.target_admin_conf(), config.exactly_once_group
             self._to_group = rules.remote
 
             def to_source(topic: str) -> Optional[str]:
@@ -57,7 +57,7 @@ class FlowOffsets:
                 return upstream if upstream is not None and rules.remote(upstream) == topic else None
             self._to_source = to_source
         else:
-            self._conf, self.group = config.consumer, config.group_id
+            self._conf, self.group = config.source_admin_conf(), config.group_id
             self._to_group = self._to_source = lambda topic: topic
         self._admin = None
 
@@ -165,7 +165,8 @@ class ConnectOffsetsKeeper(threading.Thread):
                     self._offsets = self._offsets or FlowOffsets(flow)
                     self._writer = ConnectOffsetsWriter(
                         flow.connect_offsets_topic, flow.source, flow.config.producer,
-                        admin_client(connection_settings(flow.config.producer), f"{flow.name}-connect-offsets"),
+                        admin_client(connection_settings(flow.config.target_admin_conf()),
+                                     f"{flow.name}-connect-offsets"),
                         flow.connect_offsets_partitions, flow.connect_offsets_replication_factor, written=self._ours)
                 committed = {tp: offset for tp, offset in self._offsets.committed(timeout_s).items()
                              if flow.config.include.fullmatch(tp.topic)}

@@ -105,9 +105,9 @@ class MirrorMaker:
                                      principal(config.consumer))
         target_errors = ClientErrors("target", config.producer["bootstrap.servers"], self.state,
                                      principal(config.producer))
-        source_admin = admin_client({**config.consumer, "error_cb": source_errors},
+        source_admin = admin_client({**config.source_admin_conf(), "error_cb": source_errors},
                                     f"{config.group_id}-admin")
-        target_admin = admin_client({**config.producer, "error_cb": target_errors}, "producer-1-admin")
+        target_admin = admin_client({**config.target_admin_conf(), "error_cb": target_errors}, "producer-1-admin")
         self._admins = (source_admin, target_admin)
         rules = topic_rules(config.replication)
         configs = TopicConfigs(source_admin, target_admin, config.replication.config_exclude_pattern)

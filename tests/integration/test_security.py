@@ -154,3 +154,36 @@ def test_a_principal_that_may_not_create_the_missing_target_topic(tmp_path, sour
     assert len(errors) == 1 and topic in errors[0] and "cannot be created" in errors[0], errors
     assert not target.topic_exists(topic)
     assert source.committed(files.group, topic) == {}
+
+
+def test_a_dedicated_flow_s_admin_clients_log_in_as_the_cluster_s_admin_settings_say(tmp_path, source, target):
+    """mm2.properties' ``<alias>.admin.*`` (MirrorMaker 2's targetAdminConfig): the target's
+    principal may read and write topics but not create them nor alter their configs and ACLs; its
+    admin principal does that. Ignored, the flow's topics could not be created."""
+    import re
+
+    from .test_dedicated_mode import ours, write_mm2
+
+    allow(target, "alice", ResourceType.TOPIC, "*", AclOperation.READ, AclOperation.WRITE, AclOperation.DESCRIBE)
+    allow(target, "alice", ResourceType.GROUP, "*", AclOperation.READ)
+    scratch = target.create_topic(unique("alice-reads"))
+    target.seed(scratch, make_records(1))
+    reads_as(target, "alice", SASL_USERS["alice"], scratch, unique("alice"), mechanism="PLAIN")
+    topic = source.create_topic(unique("admin-login"), partitions=2)
+    records = make_records(200)
+    source.seed(topic, records)
+    plain = JAAS_MODULES["PLAIN"]
+    path = write_mm2(tmp_path / "mm2.properties", {"A": source, "B": target}, extra={
+        "A->B.enabled": "true", "topics": re.escape(topic), "B.bootstrap.servers": target.broker.sasl_bootstrap,
+        "B.security.protocol": "SASL_PLAINTEXT", "B.sasl.mechanism": "PLAIN",
+        "B.sasl.jaas.config": f'{plain} required username="alice" password="{SASL_USERS["alice"]}";',
+        "B.admin.sasl.jaas.config": f'{plain} required username="admin" password="{SASL_USERS["admin"]}";'})
+    mirror = ours(path, tmp_path / "ours.log")
+    try:
+        target.read_values(f"A.{topic}", [r.value for r in records], timeout_s=120)
+        log = mirror.log()
+        assert "not authorized" not in log and "AUTHORIZATION" not in log, log[-3000:]
+        assert "admin.sasl.jaas.config" not in log  # read, not warned about
+    finally:
+        assert mirror.stop() == 143, mirror.log()[-3000:]
+    assert_no_secret(mirror.log())

@@ -153,13 +153,14 @@ def test_bad_input_is_one_line(props, message):
 def test_what_this_tool_does_not_use_is_one_line_each(caplog):
     caplog.set_level(logging.INFO)
     parse({**BASE, "A->B.enabled": "true", "consumer.poll.timeout.ms": "5", "A.topics": "x",
-           "A.max.poll.records": "5", "A->B.producer.linger.ms": "5", "B.admin.request.timeout.ms": "5",
+           "A.max.poll.records": "5", "A->B.producer.linger.ms": "5", "A->B.admin.request.timeout.ms": "5",
            "no.such.setting": "1", "config.storage.replication.factor": "1", "B.group.id": "mm2-workers"})
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert len(warnings) == 6, warnings
     for expected in ("consumer.poll.timeout.ms is not supported", "A.topics: MirrorMaker 2 reads topics only per "
                      "flow (<a>-><b>.) or at the top level", "use A.consumer.max.poll.records", "A->B.producer.linger.ms",
-                     "B.admin.request.timeout.ms", "no.such.setting is not a MirrorMaker 2 setting"):
+                     "A->B.admin.request.timeout.ms: MirrorMaker 2 reads admin client settings only per cluster",
+                     "no.such.setting is not a MirrorMaker 2 setting"):
         assert any(expected in w for w in warnings), expected
     info = [r.getMessage() for r in caplog.records if "Kafka Connect's own settings" in r.getMessage()]
     assert info and "B.group.id, config.storage.replication.factor" in info[0]
@@ -583,3 +584,21 @@ def test_an_exactly_once_flow_s_offsets_are_read_and_written_under_its_remote_to
     assert offsets.committed() == {TopicPartition("orders", 0): 40, TopicPartition("orders", 1): 7}
     offsets.commit({TopicPartition("orders", 1): 8})
     assert altered == [(flow.config.exactly_once_group, [("A.orders", 1, 8)])]
+
+
+def test_a_cluster_s_admin_settings_reach_every_admin_client_of_that_cluster(caplog):
+    """``<alias>.admin.*`` (MirrorMaker 2's sourceAdminConfig and targetAdminConfig): an admin
+    principal of its own, say, where the producer's may not create topics."""
+    caplog.set_level(logging.WARNING)
+    jaas = 'org.apache.kafka.common.security.plain.PlainLoginModule required username="ops" password="s3cret";'
+    planned = flows(**{"A->B.enabled": "true", "B.security.protocol": "SASL_PLAINTEXT", "B.sasl.mechanism": "PLAIN",
+                       "B.sasl.jaas.config": jaas.replace("ops", "mirror"), "B.admin.sasl.jaas.config": jaas,
+                       "A.admin.socket.timeout.ms": "45000"})
+    config = planned["A->B"].config
+    assert config.producer["sasl.username"] == "mirror"  # the producer keeps the cluster's own
+    assert config.target_admin["sasl.username"] == "ops" and config.target_admin["sasl.password"] == "s3cret"
+    assert config.target_admin_conf()["sasl.username"] == "ops"
+    assert config.target_admin_conf()["security.protocol"] == "SASL_PLAINTEXT"  # the cluster's, below it
+    assert config.source_admin == {"socket.timeout.ms": "45000"}
+    assert planned["B->A"].config.source_admin["sasl.username"] == "ops"  # B's admin clients in every flow
+    assert not [r for r in caplog.records if "admin" in r.getMessage()]
