@@ -55,6 +55,8 @@ class TargetTopics:
         self._lock = threading.Lock()
         #: Target topic -> its max.message.bytes, where the target said (read by the producer).
         self.max_message_bytes: Dict[str, int] = {}
+        #: (target topic, partition) of topics this process created, until first asked (``fresh``).
+        self._fresh: set = set()
 
     def _stopping(self) -> bool:
         """A stop ends the metadata waits: a wait it ended is not a failure to announce."""
@@ -174,6 +176,15 @@ class TargetTopics:
             log.info("Target topic %s grew from %d to %d partitions (as its source topic)", dst, *short[dst][1:])
         return refused
 
+    def fresh(self, topic: str, partition: int) -> bool:
+        """Whether this process created ``topic`` and this is the first ask for ``partition``: its
+        next record lands at offset 0 (the first owner's; a later one finds records there)."""
+        try:
+            self._fresh.remove((topic, partition))
+        except KeyError:
+            return False
+        return True
+
     def retry_pending(self) -> None:
         """Check again the topics an unreachable cluster kept us from checking."""
         if self._pending:
@@ -203,6 +214,7 @@ class TargetTopics:
                 log.info("Created target topic %s with %d partitions (as on the source)%s", name,
                          new_topics[name].num_partitions,
                          f", configs {new_topics[name].config}" if new_topics[name].config else "")
+                self._fresh.update((name, p) for p in range(new_topics[name].num_partitions))
             except KafkaException as exc:
                 if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
                     raise ClientFailed(f"target topic {name} is missing and cannot be created: "

@@ -35,7 +35,7 @@ import logging
 import threading
 import time
 from concurrent.futures import Future
-from typing import Dict, Iterable, List, Optional, Tuple
+from typing import Callable, Dict, Iterable, List, Optional, Tuple
 
 import confluent_kafka
 from confluent_kafka import IsolationLevel, KafkaException
@@ -257,10 +257,14 @@ class OffsetSyncWriter:
     """One mirror thread's offset syncs: its partitions' runs, planned after each flush."""
 
     def __init__(self, topic: OffsetSyncsTopic, target_admin, remote, lag_max: int, state,
-                 transactional: bool = False, checkpoints_interval_s: Optional[float] = None) -> None:
+                 transactional: bool = False, checkpoints_interval_s: Optional[float] = None,
+                 fresh: Callable[[str, int], bool] = lambda topic, partition: False) -> None:
         """``state``: the run's ``RunState`` (a stop ends the wait for a partition's end);
         ``transactional``: the records go in transactions (``--exactly.once``);
-        ``checkpoints_interval_s``: how often checkpoints are written (None: not at all)."""
+        ``checkpoints_interval_s``: how often checkpoints are written (None: not at all);
+        ``fresh(target topic, partition)``: a partition of a topic this process just created,
+        which starts at 0 (``TargetTopics.fresh``)."""
+        self._fresh = fresh
         #: How often the stream commits at least, so that syncs follow the records (MIN_SYNC_INTERVAL_MS).
         self.interval_ms = (float("inf") if checkpoints_interval_s is None
                             else max(MIN_SYNC_INTERVAL_MS, checkpoints_interval_s * 1000))
@@ -278,8 +282,15 @@ class OffsetSyncWriter:
         target topic just created may take a moment to be known; without its end, the partition's
         first stretch gets no syncs)."""
         tps = list(tps)
+        # Nothing to ask where the topic was created a moment ago: on a loaded cluster its leaders
+        # can stay unknown to the metadata longer than the wait, and the first stretch had no syncs.
+        new = {tp: 0 for tp in tps if self._fresh(self._remote(tp.topic), tp.partition)}
+        for tp, end in new.items():
+            self._partitions[tp] = PartitionSyncs(end)
+        tps = [tp for tp in tps if tp not in new]
+        ends: Dict[TopicPartition, Optional[int]] = {}
         deadline, step = time.monotonic() + ASSIGN_WAIT_S, ASSIGN_RETRY_S
-        while True:
+        while tps:
             try:
                 ends = self._ends(tps)
                 break

@@ -472,6 +472,34 @@ def test_an_assignment_asks_for_the_target_s_ends_again_soon_then_less_often():
     assert run.waits == [0.02, 0.04, 0.08, 0.16, 0.2, 0.2] and writer._partitions[T0].base == 0
 
 
+def test_a_partition_of_a_target_topic_this_mirror_just_created_starts_at_0_without_asking():
+    """On a loaded cluster a new topic's leaders stayed unknown longer than the assignment's wait
+    (No leaders found): its first stretch got no syncs, and a group committed at offset 0 had no
+    checkpoint at all. A topic this process created starts at 0; once per partition."""
+    from confluent_kafka import KafkaError, KafkaException
+
+    from mirror_maker.clients.target_topics import TargetTopics
+    from mirror_maker.replication.offset_syncs import OffsetSyncWriter
+
+    class NoLeaders:
+        asked = 0
+
+        def list_offsets(self, request, request_timeout):
+            NoLeaders.asked += 1
+            raise KafkaException(KafkaError(KafkaError._LEADER_NOT_AVAILABLE, "No leaders found"))
+
+    class Run:
+        def wait(self, timeout_s):
+            return False
+
+    topics = TargetTopics(None, None, remote=lambda topic: f"a.{topic}")
+    topics._fresh.update({("a.orders", 0), ("a.orders", 1)})  # as _create leaves it
+    writer = OffsetSyncWriter(None, NoLeaders(), lambda topic: f"a.{topic}", 100, Run(), fresh=topics.fresh)
+    writer.assigned([T0])
+    assert NoLeaders.asked == 0 and writer._partitions[T0].base == 0
+    assert not topics.fresh("a.orders", 0) and topics.fresh("a.orders", 1)  # the first ask only
+
+
 def test_a_record_a_handler_filters_never_takes_part_in_an_offset_sync():
     """Counted as written, a filtered record made a run look gapless: source offset 6 got the
     target offset of 7, and a group that had read up to 5 was translated past 6."""
