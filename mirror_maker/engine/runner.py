@@ -176,7 +176,7 @@ class MirrorMaker:
                     self._syncs_topic, target_admin, rules.remote, options.offset_lag_max, self.state,
                     transactional=config.exactly_once,
                     checkpoints_interval_s=options.emit_checkpoints_interval_s if options.emit_checkpoints else None,
-                    fresh=target_topics.fresh)
+                    fresh=self._target_topics.fresh)
             interval_ms = self.threads[0].offset_syncs.interval_ms if self.threads else float("inf")
             if interval_ms < config.offset_commit_interval_ms:
                 log.info("Offsets are committed every %.0f ms (emit.checkpoints.interval.seconds), not every "
